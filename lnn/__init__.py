@@ -1,0 +1,25 @@
+"""lnn: Lagrangian neural networks on TensorFlow 2.
+
+Learn the dynamics of mechanical systems from trajectory data, simulate the
+learned systems with scipy's ODE solvers, and plot the results for papers.
+
+Public API (see each object's docstring):
+
+- :class:`MechanicalSystem` — the protocol shared by true systems and learned models
+- :func:`rollout`, :class:`Trajectory` — integrate any system with ``solve_ivp``
+- :func:`generate`, :class:`Dataset` — datasets of simulated or logged trajectories
+- :class:`LagrangianNetwork`, :func:`load_model` — the learned Lagrangian
+- :mod:`lnn.mechanics` — mass matrix, accelerations, torques, energies of any Lagrangian
+- :func:`fit`, :class:`History` — training; :mod:`lnn.metrics` — evaluation
+- :mod:`lnn.plot` — figures and animations
+"""
+
+from lnn._version import __version__
+from lnn.system import MechanicalSystem
+from lnn.trajectory import Trajectory
+
+__all__ = [
+    "__version__",
+    "MechanicalSystem",
+    "Trajectory",
+]

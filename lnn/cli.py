@@ -1,0 +1,96 @@
+"""The ``lnn`` command line: a thin layer over the library.
+
+Each verb lives in a module ``lnn/cli_<verb>.py`` that defines
+``register(subparsers)``; this module builds the parser, runs the verb and
+turns the library's exceptions into one-line error messages (exit code 2).
+This is the only place, with those modules, that talks to the terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+
+from lnn._version import __version__
+
+#: Modules that each register one or more sub-commands, in help order.
+COMMAND_MODULES = (
+    "lnn.cli_systems",
+)
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr, usable as ``progress(done, total)``.
+
+    The library never prints; its long-running functions accept a
+    ``progress`` callable, and the CLI passes one of these.
+    """
+
+    def __init__(self, label: str, *, stream=None, width: int = 30) -> None:
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.width = width
+        self._start = time.monotonic()
+        self._last = -1.0
+
+    def __call__(self, done: float, total: float, message: str = "") -> None:
+        now = time.monotonic()
+        finished = total > 0 and done >= total
+        if not finished and now - self._last < 0.1:
+            return
+        self._last = now
+        fraction = min(max(done / total, 0.0), 1.0) if total else 0.0
+        filled = int(round(fraction * self.width))
+        elapsed = now - self._start
+        eta = elapsed * (1 - fraction) / fraction if fraction > 0 else float("nan")
+        bar = "#" * filled + "-" * (self.width - filled)
+        text = (f"\r{self.label} [{bar}] {fraction:6.1%} {_clock(elapsed)} elapsed, "
+                f"{_clock(eta)} left {message}")
+        self.stream.write(text[:200])
+        if finished:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def _clock(seconds: float) -> str:
+    if seconds != seconds:  # NaN
+        return "--:--"
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes:02d}:{secs:02d}"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the ``lnn`` argument parser with every registered verb."""
+    parser = argparse.ArgumentParser(
+        prog="lnn",
+        description="Lagrangian neural networks: simulate, train, roll out, evaluate, plot.",
+    )
+    parser.add_argument("--version", action="version", version=f"lnn {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``lnn`` console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "func", None) is None:
+        parser.print_help()
+        return 1
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, TypeError, FileNotFoundError, FileExistsError, KeyError, RuntimeError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"lnn {args.command}: error: {message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"lnn {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

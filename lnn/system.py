@@ -1,0 +1,51 @@
+"""The one protocol that ground-truth systems and learned models share.
+
+Every array is batch-first: ``q``, ``qd``, ``qdd`` and ``tau`` have shape
+``(..., n_dof)`` and the mass matrix ``M`` has shape ``(..., n_dof, n_dof)``.
+The integrator (:func:`lnn.rollout`), the data generator
+(:func:`lnn.generate`), the metrics and the plots accept anything that
+satisfies :class:`MechanicalSystem`, so the true system is a free test oracle
+for the learned one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["MechanicalSystem"]
+
+
+@runtime_checkable
+class MechanicalSystem(Protocol):
+    """A Lagrangian system ``M(q, qd) qdd = dL/dq - (d²L/dqd dq) qd + tau``.
+
+    Attributes
+    ----------
+    n_dof : int
+        Number of degrees of freedom ``n``.
+    angular : tuple of bool, length ``n_dof``
+        Which coordinates are angles (periodic, in radians).
+
+    Optional methods that the integrator uses when present
+    -------------------------------------------------------
+    ``acceleration_jacobian(q, qd, tau=None)`` -> ``(B, n, 2n)``
+        Exact Jacobian of ``qdd`` with respect to ``[q, qd]``; implicit solvers
+        (Radau, BDF, LSODA) receive it, finite differences otherwise.
+    ``numpy_acceleration(q, qd, tau=None)`` -> ``(B, n)`` numpy array
+        A fast numpy-in, numpy-out acceleration for the solver's hot path.
+    """
+
+    n_dof: int
+    angular: tuple[bool, ...]
+
+    def mass_matrix(self, q: Any, qd: Any = None) -> Any:
+        """Mass matrix ``M``, shape ``(..., n, n)``: symmetric positive definite."""
+
+    def acceleration(self, q: Any, qd: Any, tau: Any = None) -> Any:
+        """Forward dynamics: ``qdd``, shape ``(..., n)``."""
+
+    def inverse_dynamics(self, q: Any, qd: Any, qdd: Any) -> Any:
+        """Inverse dynamics: the generalized force ``tau``, shape ``(..., n)``."""
+
+    def energy(self, q: Any, qd: Any) -> Any:
+        """Total energy ``E = qd · dL/dqd - L``, shape ``(...,)``."""
