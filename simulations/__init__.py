@@ -15,13 +15,17 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from simulations.base import State
+from simulations.cart_pole import CartPole
 from simulations.pendulum import DoublePendulum, NPendulum, Pendulum
+from simulations.planar_arm import PlanarArm
 
 __all__ = [
     "State",
     "Pendulum",
     "DoublePendulum",
     "NPendulum",
+    "CartPole",
+    "PlanarArm",
     "SYSTEMS",
     "make_system",
 ]
@@ -31,6 +35,8 @@ SYSTEMS: dict[str, Callable[..., Any]] = {
     Pendulum.name: Pendulum,
     DoublePendulum.name: DoublePendulum,
     NPendulum.name: NPendulum,
+    CartPole.name: CartPole,
+    PlanarArm.name: PlanarArm,
 }
 
 
