@@ -1,0 +1,433 @@
+"""Figures of trajectories over time: states, phase portraits, energy and rollout error."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from lnn.plot import _checks
+from lnn.plot._style import (COLUMN_WIDTH, LEARNED_COLOR, PALETTE, TRUE_COLOR,
+                             coordinate_units, new_figure, style)
+from lnn.trajectory import Trajectory
+
+__all__ = [
+    "TrajectoryPlot", "PhasePlot", "EnergyErrorPlot", "RolloutErrorPlot",
+    "trajectories", "phase_portraits", "energy_error", "rollout_error",
+]
+
+_SUMMARIES = ("auto", "lines", "band")
+#: Batches larger than this are summarised by a median and band under ``summary="auto"``.
+_MAX_LINES = 8
+_BAND = (25.0, 75.0)
+
+
+@dataclass(frozen=True)
+class TrajectoryPlot:
+    """What :func:`trajectories` drew.
+
+    Attributes
+    ----------
+    figure : matplotlib.figure.Figure or SubFigure
+    axes : list of matplotlib.axes.Axes
+        One row per plotted coordinate, sharing the time axis.
+    true_artists, learned_artists : list of list of matplotlib.artist.Artist
+        Per row, the lines (and bands) of the true and learned trajectories.
+    """
+
+    figure: Any
+    axes: list
+    true_artists: list
+    learned_artists: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PhasePlot:
+    """What :func:`phase_portraits` drew.
+
+    Attributes
+    ----------
+    figure : matplotlib.figure.Figure or SubFigure
+    axes : list of matplotlib.axes.Axes
+        One panel ``(q_i, qd_i)`` per plotted coordinate.
+    true_artists, learned_artists : list of list of matplotlib.artist.Artist
+        Per panel, the curves of the true and learned trajectories.
+    """
+
+    figure: Any
+    axes: list
+    true_artists: list
+    learned_artists: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class EnergyErrorPlot:
+    """What :func:`energy_error` drew.
+
+    Attributes
+    ----------
+    figure : matplotlib.figure.Figure or SubFigure
+    ax : matplotlib.axes.Axes
+    lines : dict of str to list of matplotlib.artist.Artist
+        Per label, its curve(s) and band.
+    errors : dict of str to ndarray, shape ``(B, T)``
+        Per label, the normalised energy error that was plotted.
+    """
+
+    figure: Any
+    ax: Any
+    lines: dict
+    errors: dict
+
+
+@dataclass(frozen=True)
+class RolloutErrorPlot:
+    """What :func:`rollout_error` drew.
+
+    Attributes
+    ----------
+    figure : matplotlib.figure.Figure or SubFigure
+    ax : matplotlib.axes.Axes
+    lines : dict of str to list of matplotlib.artist.Artist
+        Per label, its curve(s), band and valid-time marker.
+    errors : dict of str to ndarray, shape ``(B, T)``
+        Per label, the relative state error of each trajectory.
+    valid_time : dict of str to float
+        Per label, the valid prediction time in seconds: the first time the
+        geometric mean of the error over the batch exceeds ``threshold``
+        (``inf`` if it never does within the rollout).
+    """
+
+    figure: Any
+    ax: Any
+    lines: dict
+    errors: dict
+    valid_time: dict
+
+
+# --------------------------------------------------------------------------- helpers
+def _summary(summary: str, batch: int) -> str:
+    if summary not in _SUMMARIES:
+        raise ValueError(f"summary must be one of {_SUMMARIES}, got {summary!r}")
+    if summary == "auto":
+        return "lines" if batch <= _MAX_LINES else "band"
+    return summary
+
+
+def _center(values: np.ndarray, how: str) -> np.ndarray:
+    """Median (or geometric mean) over the batch, ignoring NaN; all-NaN columns give NaN."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return _center_unchecked(values, how)
+
+
+def _center_unchecked(values: np.ndarray, how: str) -> np.ndarray:
+    if how == "geometric":
+        with np.errstate(divide="ignore"):
+            logs = np.log(np.where(values > 0, values, np.nan))
+        return np.exp(np.nanmean(logs, axis=0)) if np.isfinite(logs).any() else np.full(
+            values.shape[1], np.nan)
+    return np.nanmedian(values, axis=0)
+
+
+def _draw_batch(ax, t, values, *, color, linestyle, summary, label, center="median"):
+    """Draw ``values`` ``(B, T)`` over ``t`` as thin lines or as a centre line with a band."""
+    artists = []
+    if summary == "lines":
+        alpha = 1.0 if values.shape[0] == 1 else max(0.25, 1.0 / np.sqrt(values.shape[0]))
+        for b, row in enumerate(values):
+            (line,) = ax.plot(t, row, color=color, linestyle=linestyle, alpha=alpha,
+                              label=label if b == 0 else None)
+            artists.append(line)
+        return artists
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns (e.g. zero error at t=0)
+        low, high = np.nanpercentile(values, _BAND, axis=0)
+    artists.append(ax.fill_between(t, low, high, color=color, alpha=0.2, linewidth=0))
+    (line,) = ax.plot(t, _center(values, center), color=color, linestyle=linestyle, label=label)
+    artists.append(line)
+    return artists
+
+
+def _figure(fig, width, height):
+    return new_figure(width, height) if fig is None else fig
+
+
+def _axes(ax, width=COLUMN_WIDTH, height=2.2):
+    if ax is None:
+        fig = new_figure(width, height)
+        return fig, fig.add_subplot()
+    return ax.figure, ax
+
+
+def _dot(units: str) -> str:
+    return f"{units}/s"
+
+
+# --------------------------------------------------------------------------- figures
+def trajectories(true: Trajectory, learned: Trajectory | None = None, *,
+                 coordinates=None, velocities: bool = False, summary: str = "auto",
+                 angular=None, fig=None) -> TrajectoryPlot:
+    """Coordinates over time, true (solid black) against learned (dashed vermillion).
+
+    Parameters
+    ----------
+    true : lnn.Trajectory
+        Ground-truth rollouts, ``q`` of shape ``(B, T, n)``.
+    learned : lnn.Trajectory, optional
+        Learned-model rollouts from the same initial states, same shapes and time grid.
+    coordinates : int or sequence of int, keyword-only
+        Which coordinates to plot, one row each (default: all).
+    velocities : bool, keyword-only
+        Plot ``qd`` instead of ``q``.
+    summary : {"auto", "lines", "band"}, keyword-only
+        Several trajectories as transparent lines, or as the median with the
+        interquartile band; ``"auto"`` picks lines for up to 8 trajectories.
+    angular : sequence of bool, keyword-only
+        Which coordinates are angles (labels in rad, else m); default from
+        ``true.metadata["angular"]``, else all angles.
+    fig : matplotlib.figure.Figure or SubFigure, keyword-only
+        Draw into this (empty) figure; a new single-column figure by default.
+
+    Returns
+    -------
+    TrajectoryPlot
+        The figure, one axes per coordinate (shared time axis) and the artists.
+    """
+    true = _checks.as_trajectory(true, "true")
+    if learned is not None:
+        learned = _checks.as_trajectory(learned, "learned")
+        _checks.check_pair(true, learned)
+    rows = _checks.coordinates(coordinates, true.n_dof)
+    mode = _summary(summary, true.n_trajectories)
+    units = coordinate_units(_checks.angular_flags(angular, true.n_dof, true), true.n_dof)
+    with style():
+        fig = _figure(fig, COLUMN_WIDTH, 0.4 + 1.0 * len(rows))
+        axes = list(np.atleast_1d(fig.subplots(len(rows), 1, sharex=True, squeeze=False)[:, 0]))
+        true_artists, learned_artists = [], []
+        for ax, i in zip(axes, rows):
+            field_name = "qd" if velocities else "q"
+            true_artists.append(_draw_batch(
+                ax, true.t, getattr(true, field_name)[..., i], color=TRUE_COLOR,
+                linestyle="-", summary=mode, label="true"))
+            if learned is not None:
+                learned_artists.append(_draw_batch(
+                    ax, learned.t, getattr(learned, field_name)[..., i], color=LEARNED_COLOR,
+                    linestyle="--", summary=mode, label="learned"))
+            symbol = rf"\dot q_{{{i + 1}}}" if velocities else rf"q_{{{i + 1}}}"
+            unit = _dot(units[i]) if velocities else units[i]
+            ax.set_ylabel(f"${symbol}$ [{unit}]")
+        axes[-1].set_xlabel("time $t$ [s]")
+        axes[0].set_xlim(true.t[0], true.t[-1])
+        if learned is not None:
+            axes[0].legend(loc="upper right", ncols=2)
+    return TrajectoryPlot(fig, axes, true_artists, learned_artists)
+
+
+def phase_portraits(true: Trajectory, learned: Trajectory | None = None, *,
+                    coordinates=None, angular=None, max_lines: int = _MAX_LINES,
+                    fig=None) -> PhasePlot:
+    """Phase portraits ``(q_i, qd_i)``, one panel per coordinate, true against learned.
+
+    Parameters
+    ----------
+    true : lnn.Trajectory
+        Ground-truth rollouts, ``q`` and ``qd`` of shape ``(B, T, n)``.
+    learned : lnn.Trajectory, optional
+        Learned rollouts from the same initial states, same shapes.
+    coordinates : int or sequence of int, keyword-only
+        Coordinates to plot, one panel each (default: all, at most 4).
+    angular : sequence of bool, keyword-only
+        Which coordinates are angles (for units); default from metadata.
+    max_lines : int, keyword-only
+        Plot at most this many trajectories of the batch (the first ones).
+    fig : matplotlib.figure.Figure or SubFigure, keyword-only
+        Draw into this (empty) figure.
+
+    Returns
+    -------
+    PhasePlot
+        The figure, one axes per coordinate and the artists; a circle marks
+        each initial state.
+    """
+    true = _checks.as_trajectory(true, "true")
+    if learned is not None:
+        learned = _checks.as_trajectory(learned, "learned")
+        _checks.check_pair(true, learned)
+    if not isinstance(max_lines, (int, np.integer)) or max_lines < 1:
+        raise ValueError(f"max_lines must be a positive integer, got {max_lines!r}")
+    cols = _checks.coordinates(coordinates, true.n_dof, default_max=4)
+    units = coordinate_units(_checks.angular_flags(angular, true.n_dof, true), true.n_dof)
+    count = min(true.n_trajectories, int(max_lines))
+    alpha = 1.0 if count == 1 else max(0.3, 1.0 / np.sqrt(count))
+    with style():
+        fig = _figure(fig, COLUMN_WIDTH if len(cols) <= 2 else 1.6 * len(cols), 1.9)
+        axes = list(fig.subplots(1, len(cols), squeeze=False)[0])
+        true_artists, learned_artists = [], []
+        for ax, i in zip(axes, cols):
+            drawn = []
+            for b in range(count):
+                drawn += ax.plot(true.q[b, :, i], true.qd[b, :, i], color=TRUE_COLOR,
+                                 alpha=alpha, label="true" if b == 0 else None)
+            drawn.append(ax.scatter(true.q[:count, 0, i], true.qd[:count, 0, i], s=8,
+                                    color=TRUE_COLOR, zorder=3))
+            true_artists.append(drawn)
+            if learned is not None:
+                drawn = []
+                for b in range(count):
+                    drawn += ax.plot(learned.q[b, :, i], learned.qd[b, :, i], color=LEARNED_COLOR,
+                                     linestyle="--", alpha=alpha,
+                                     label="learned" if b == 0 else None)
+                learned_artists.append(drawn)
+            ax.set_xlabel(f"$q_{{{i + 1}}}$ [{units[i]}]")
+            ax.set_ylabel(rf"$\dot q_{{{i + 1}}}$ [{_dot(units[i])}]")
+        if learned is not None:
+            axes[0].legend(loc="best")
+    return PhasePlot(fig, axes, true_artists, learned_artists)
+
+
+def _energies(trajectory: Trajectory, system) -> np.ndarray:
+    if system is None:
+        return np.asarray(trajectory.energy, dtype=float)
+    energy = _checks.to_numpy(system.energy(trajectory.q, trajectory.qd))
+    if energy.shape != trajectory.energy.shape:
+        raise ValueError(
+            f"system.energy(q, qd) must have shape {trajectory.energy.shape}, got {energy.shape}"
+        )
+    return energy
+
+
+def energy_error(rollouts, *, system=None, scale: float | None = None,
+                 summary: str = "auto", ax=None) -> EnergyErrorPlot:
+    """Normalised energy error ``|E(t) - E(0)| / scale`` over time, log scale.
+
+    Parameters
+    ----------
+    rollouts : lnn.Trajectory or mapping of str to lnn.Trajectory
+        One curve (or median and band) per label, e.g. ``{"LNN": ..., "MLP": ...}``;
+        each ``q``, ``qd`` of shape ``(B, T, n)``.
+    system : lnn.MechanicalSystem, keyword-only, optional
+        If given, the energy is re-evaluated as ``system.energy(q, qd)`` along
+        each rollout (e.g. the true energy along a learned rollout); otherwise
+        each trajectory's own ``energy`` ``(B, T)`` is used.
+    scale : float, keyword-only, optional
+        Normaliser, e.g. the maximal potential energy of the system; default:
+        per label, the largest ``|E(0)|`` of the batch (1 if that is zero).
+    summary : {"auto", "lines", "band"}, keyword-only
+        Several trajectories as lines, or median with the interquartile band.
+    ax : matplotlib.axes.Axes, keyword-only
+        Draw into these axes (a new single-column figure by default).
+
+    Returns
+    -------
+    EnergyErrorPlot
+        The figure, axes, the artists and the plotted errors per label.
+    """
+    rollouts = _checks.as_labelled(rollouts, "rollouts", "rollout")
+    if scale is not None:
+        scale = _checks.positive(scale, "scale")
+    errors, lines = {}, {}
+    with style():
+        fig, ax = _axes(ax)
+        colors = list(PALETTE.values())
+        for k, (label, trajectory) in enumerate(rollouts.items()):
+            energy = _energies(trajectory, system)
+            norm = scale
+            if norm is None:
+                norm = float(np.max(np.abs(energy[:, 0]))) or 1.0
+            error = np.abs(energy - energy[:, :1]) / norm
+            errors[label] = error
+            shown = np.where(error > 0, error, np.nan)
+            lines[label] = _draw_batch(
+                ax, trajectory.t, shown, color=colors[k % len(colors)], linestyle="-",
+                summary=_summary(summary, trajectory.n_trajectories), label=label)
+        ax.set_yscale("log")
+        ax.set_xlabel("time $t$ [s]")
+        what = "E_0" if scale is None else "E_\\mathrm{ref}"
+        ax.set_ylabel(f"$|E(t) - E(0)|\\,/\\,|{what}|$ [1]")
+        if len(rollouts) > 1 or next(iter(rollouts)) != "rollout":
+            ax.legend(loc="lower right")
+    return EnergyErrorPlot(fig, ax, lines, errors)
+
+
+def _relative_error(true: Trajectory, learned: Trajectory, angular) -> np.ndarray:
+    """``||x_l - x_t|| / (||x_t|| + ||x_l||)`` with ``x = [q, qd]``; shape ``(B, T)``."""
+    dq = _checks.wrap_difference(learned.q - true.q, angular)
+    delta = np.concatenate([dq, learned.qd - true.qd], axis=-1)
+    size_true = np.linalg.norm(np.concatenate([true.q, true.qd], axis=-1), axis=-1)
+    size_learned = np.linalg.norm(np.concatenate([learned.q, learned.qd], axis=-1), axis=-1)
+    denominator = size_true + size_learned
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denominator > 0, np.linalg.norm(delta, axis=-1) / denominator, 0.0)
+
+
+def rollout_error(true: Trajectory, learned, *, threshold: float = 0.1, angular=None,
+                  summary: str = "band", ax=None) -> RolloutErrorPlot:
+    """Growth of the rollout error over time (log scale), valid prediction time marked.
+
+    The error of state ``x = [q, qd]`` is the bounded relative error
+    ``||x_learned - x_true|| / (||x_true|| + ||x_learned||)`` (Finzi et al.
+    2020), with angle differences wrapped to ``[-pi, pi)``. The centre line is
+    the geometric mean over the batch; the valid prediction time is the first
+    time it exceeds ``threshold`` (a dotted vertical line).
+
+    Parameters
+    ----------
+    true : lnn.Trajectory
+        Ground-truth rollouts, ``q``, ``qd`` of shape ``(B, T, n)``.
+    learned : lnn.Trajectory or mapping of str to lnn.Trajectory
+        Rollouts of one or several models from the same initial states.
+    threshold : float, keyword-only
+        Error level (in ``(0, 1)``) that ends the valid prediction time.
+    angular : sequence of bool, keyword-only
+        Which coordinates are angles; default from ``true.metadata["angular"]``,
+        else none are wrapped.
+    summary : {"auto", "lines", "band"}, keyword-only
+        Geometric mean with interquartile band, or one line per trajectory.
+    ax : matplotlib.axes.Axes, keyword-only
+        Draw into these axes.
+
+    Returns
+    -------
+    RolloutErrorPlot
+        Figure, axes, artists, errors ``(B, T)`` and valid prediction time per label.
+    """
+    true = _checks.as_trajectory(true, "true")
+    learned = _checks.as_labelled(learned, "learned", "learned")
+    threshold = _checks.positive(threshold, "threshold")
+    if threshold >= 1:
+        raise ValueError(f"threshold must lie in (0, 1) (the error is bounded by 1), got {threshold!r}")
+    flags = _checks.angular_flags(angular, true.n_dof, true)
+    errors, lines, valid = {}, {}, {}
+    with style():
+        fig, ax = _axes(ax)
+        colors = [LEARNED_COLOR] + [c for c in PALETTE.values() if c not in (LEARNED_COLOR, TRUE_COLOR)]
+        for k, (label, rollout) in enumerate(learned.items()):
+            _checks.check_pair(true, rollout, f"learned[{label!r}]")
+            error = _relative_error(true, rollout, flags)
+            errors[label] = error
+            color = colors[k % len(colors)]
+            mode = _summary(summary, true.n_trajectories)
+            drawn = _draw_batch(ax, true.t, np.where(error > 0, error, np.nan), color=color,
+                                linestyle="-", summary=mode, label=label, center="geometric")
+            center = _center(error, "geometric")
+            above = np.flatnonzero(center > threshold)
+            valid[label] = float(true.t[above[0]]) if above.size else float("inf")
+            if above.size:
+                drawn.append(ax.axvline(valid[label], color=color, linestyle=":", linewidth=1.0))
+                right = valid[label] > 0.5 * (true.t[0] + true.t[-1])
+                drawn.append(ax.annotate(
+                    f"$t_\\mathrm{{valid}}$ = {valid[label]:.2g} s", (valid[label], threshold),
+                    xytext=(-3 if right else 3, -10 - 9 * k), textcoords="offset points",
+                    ha="right" if right else "left", color=color, fontsize="small"))
+            lines[label] = drawn
+        ax.axhline(threshold, color=TRUE_COLOR, linestyle=":", linewidth=0.6)
+        ax.set_yscale("log")
+        ax.set_xlim(true.t[0], true.t[-1])
+        ax.set_xlabel("time $t$ [s]")
+        ax.set_ylabel(r"relative state error [1]")
+        if len(learned) > 1 or next(iter(learned)) != "learned":
+            ax.legend(loc="lower right")
+    return RolloutErrorPlot(fig, ax, lines, errors, valid)
