@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Sequence
-
 import numpy as np
 
 from lnn.trajectory import Trajectory
@@ -96,16 +94,6 @@ def positive(value: float, name: str) -> float:
     if not np.isfinite(number) or number <= 0:
         raise ValueError(f"{name} must be finite and positive, got {value!r}")
     return number
-
-
-def wrap_difference(delta: np.ndarray, angular: Sequence[bool] | None) -> np.ndarray:
-    """Wrap differences of angular coordinates to ``[-pi, pi)``; ``delta``: ``(..., n)``."""
-    if angular is None or not any(angular):
-        return delta
-    mask = np.asarray(angular, dtype=bool)
-    wrapped = np.array(delta, dtype=float, copy=True)
-    wrapped[..., mask] = (wrapped[..., mask] + np.pi) % (2 * np.pi) - np.pi
-    return wrapped
 
 
 def to_numpy(value) -> np.ndarray:

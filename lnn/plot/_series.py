@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from lnn import metrics
 from lnn.plot import _checks
 from lnn.plot._style import (COLUMN_WIDTH, LEARNED_COLOR, PALETTE, TRUE_COLOR,
                              coordinate_units, new_figure, style)
@@ -95,9 +96,9 @@ class RolloutErrorPlot:
     errors : dict of str to ndarray, shape ``(B, T)``
         Per label, the relative state error of each trajectory.
     valid_time : dict of str to float
-        Per label, the valid prediction time in seconds: the first time the
-        geometric mean of the error over the batch exceeds ``threshold``
-        (``inf`` if it never does within the rollout).
+        Per label, the median over the batch of the valid prediction time in
+        seconds (:func:`lnn.metrics.valid_prediction_time`; the rollout's
+        duration for a trajectory whose error never exceeds ``threshold``).
     """
 
     figure: Any
@@ -299,22 +300,32 @@ def _energies(trajectory: Trajectory, system) -> np.ndarray:
     return energy
 
 
-def energy_error(rollouts, *, system=None, scale: float | None = None,
-                 summary: str = "auto", ax=None) -> EnergyErrorPlot:
-    """Normalised energy error ``|E(t) - E(0)| / scale`` over time, log scale.
+def energy_error(rollouts, *, reference: Trajectory | None = None, system=None,
+                 scale: float | None = None, summary: str = "auto", ax=None) -> EnergyErrorPlot:
+    """Normalised energy error over time (log scale) of one or several models.
+
+    Without ``reference`` the error is the drift ``|E(t) - E(0)| / scale``
+    of each rollout. With a ``reference`` (the true rollouts from the same
+    initial states) and the true ``system`` it is Cranmer et al.'s
+    ``|E(x_pred(t)) - E(x_true(t))| / scale`` of :func:`lnn.metrics.energy_error`;
+    both agree for a conservative system, the latter also holds with damping
+    or torques.
 
     Parameters
     ----------
     rollouts : lnn.Trajectory or mapping of str to lnn.Trajectory
         One curve (or median and band) per label, e.g. ``{"LNN": ..., "MLP": ...}``;
         each ``q``, ``qd`` of shape ``(B, T, n)``.
+    reference : lnn.Trajectory, keyword-only, optional
+        True rollouts ``(B, T, n)`` from the same initial states; needs ``system``.
     system : lnn.MechanicalSystem, keyword-only, optional
-        If given, the energy is re-evaluated as ``system.energy(q, qd)`` along
-        each rollout (e.g. the true energy along a learned rollout); otherwise
-        each trajectory's own ``energy`` ``(B, T)`` is used.
+        The true system: the energy is evaluated as ``system.energy(q, qd)``
+        along every rollout (e.g. the true energy along a learned rollout);
+        without it each trajectory's own ``energy`` ``(B, T)`` is used.
     scale : float, keyword-only, optional
-        Normaliser, e.g. the maximal potential energy of the system; default:
-        per label, the largest ``|E(0)|`` of the batch (1 if that is zero).
+        Normaliser, e.g. the maximal potential energy (29.4 J for Cranmer's
+        double pendulum). Default: with ``reference``, the largest ``|V|``
+        along it; otherwise, per label, the largest ``|E(0)|`` of the batch.
     summary : {"auto", "lines", "band"}, keyword-only
         Several trajectories as lines, or median with the interquartile band.
     ax : matplotlib.axes.Axes, keyword-only
@@ -328,50 +339,50 @@ def energy_error(rollouts, *, system=None, scale: float | None = None,
     rollouts = _checks.as_labelled(rollouts, "rollouts", "rollout")
     if scale is not None:
         scale = _checks.positive(scale, "scale")
+    if reference is not None:
+        reference = _checks.as_trajectory(reference, "reference")
+        if system is None:
+            raise ValueError("energy_error with a reference needs the true system=, got system=None")
     errors, lines = {}, {}
     with style():
         fig, ax = _axes(ax)
         colors = list(PALETTE.values())
         for k, (label, trajectory) in enumerate(rollouts.items()):
-            energy = _energies(trajectory, system)
-            norm = scale
-            if norm is None:
-                norm = float(np.max(np.abs(energy[:, 0]))) or 1.0
-            error = np.abs(energy - energy[:, :1]) / norm
+            if reference is not None:
+                error = metrics.energy_error(system, trajectory, reference, scale=scale).error
+            else:
+                energy = _energies(trajectory, system)
+                norm = scale if scale is not None else float(np.max(np.abs(energy[:, 0]))) or 1.0
+                error = np.abs(energy - energy[:, :1]) / norm
             errors[label] = error
-            shown = np.where(error > 0, error, np.nan)
             lines[label] = _draw_batch(
-                ax, trajectory.t, shown, color=colors[k % len(colors)], linestyle="-",
-                summary=_summary(summary, trajectory.n_trajectories), label=label)
+                ax, trajectory.t, np.where(error > 0, error, np.nan), color=colors[k % len(colors)],
+                linestyle="-", summary=_summary(summary, trajectory.n_trajectories), label=label)
         ax.set_yscale("log")
+        ax.set_xlim(trajectory.t[0], trajectory.t[-1])
         ax.set_xlabel("time $t$ [s]")
-        what = "E_0" if scale is None else "E_\\mathrm{ref}"
-        ax.set_ylabel(f"$|E(t) - E(0)|\\,/\\,|{what}|$ [1]")
+        if reference is not None:
+            what = r"|E(\hat x(t)) - E(x(t))|\,/\,V_\mathrm{max}"
+        elif scale is None:
+            what = r"|E(t) - E(0)|\,/\,|E_0|"
+        else:
+            what = r"|E(t) - E(0)|\,/\,E_\mathrm{ref}"
+        ax.set_ylabel(f"${what}$ [1]")
         if len(rollouts) > 1 or next(iter(rollouts)) != "rollout":
             ax.legend(loc="lower right")
     return EnergyErrorPlot(fig, ax, lines, errors)
-
-
-def _relative_error(true: Trajectory, learned: Trajectory, angular) -> np.ndarray:
-    """``||x_l - x_t|| / (||x_t|| + ||x_l||)`` with ``x = [q, qd]``; shape ``(B, T)``."""
-    dq = _checks.wrap_difference(learned.q - true.q, angular)
-    delta = np.concatenate([dq, learned.qd - true.qd], axis=-1)
-    size_true = np.linalg.norm(np.concatenate([true.q, true.qd], axis=-1), axis=-1)
-    size_learned = np.linalg.norm(np.concatenate([learned.q, learned.qd], axis=-1), axis=-1)
-    denominator = size_true + size_learned
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(denominator > 0, np.linalg.norm(delta, axis=-1) / denominator, 0.0)
 
 
 def rollout_error(true: Trajectory, learned, *, threshold: float = 0.1, angular=None,
                   summary: str = "band", ax=None) -> RolloutErrorPlot:
     """Growth of the rollout error over time (log scale), valid prediction time marked.
 
-    The error of state ``x = [q, qd]`` is the bounded relative error
-    ``||x_learned - x_true|| / (||x_true|| + ||x_learned||)`` (Finzi et al.
-    2020), with angle differences wrapped to ``[-pi, pi)``. The centre line is
-    the geometric mean over the batch; the valid prediction time is the first
-    time it exceeds ``threshold`` (a dotted vertical line).
+    The error is :func:`lnn.metrics.rollout_error`: the bounded relative
+    error ``||x_learned - x_true|| / (||x_true|| + ||x_learned||)`` of the
+    state ``x = [q, qd]`` (Finzi et al. 2020), angles wrapped. The centre line
+    is the geometric mean over the batch; a dotted vertical line marks the
+    median over the batch of the valid prediction time, the first time each
+    trajectory's error exceeds ``threshold`` (the rollout's duration if never).
 
     Parameters
     ----------
@@ -406,22 +417,21 @@ def rollout_error(true: Trajectory, learned, *, threshold: float = 0.1, angular=
         colors = [LEARNED_COLOR] + [c for c in PALETTE.values() if c not in (LEARNED_COLOR, TRUE_COLOR)]
         for k, (label, rollout) in enumerate(learned.items()):
             _checks.check_pair(true, rollout, f"learned[{label!r}]")
-            error = _relative_error(true, rollout, flags)
-            errors[label] = error
+            measured = metrics.rollout_error(rollout, true, threshold=threshold, angular=flags)
+            errors[label] = measured.relative
             color = colors[k % len(colors)]
-            mode = _summary(summary, true.n_trajectories)
-            drawn = _draw_batch(ax, true.t, np.where(error > 0, error, np.nan), color=color,
-                                linestyle="-", summary=mode, label=label, center="geometric")
-            center = _center(error, "geometric")
-            above = np.flatnonzero(center > threshold)
-            valid[label] = float(true.t[above[0]]) if above.size else float("inf")
-            if above.size:
-                drawn.append(ax.axvline(valid[label], color=color, linestyle=":", linewidth=1.0))
-                right = valid[label] > 0.5 * (true.t[0] + true.t[-1])
-                drawn.append(ax.annotate(
-                    f"$t_\\mathrm{{valid}}$ = {valid[label]:.2g} s", (valid[label], threshold),
-                    xytext=(-3 if right else 3, -10 - 9 * k), textcoords="offset points",
-                    ha="right" if right else "left", color=color, fontsize="small"))
+            drawn = _draw_batch(ax, true.t, np.where(measured.relative > 0, measured.relative, np.nan),
+                                color=color, linestyle="-",
+                                summary=_summary(summary, true.n_trajectories), label=label,
+                                center="geometric")
+            valid[label] = float(np.median(measured.valid_time))
+            at = true.t[0] + valid[label]
+            right = at > 0.5 * (true.t[0] + true.t[-1])
+            drawn.append(ax.axvline(at, color=color, linestyle=":", linewidth=1.0))
+            drawn.append(ax.annotate(
+                f"$t_\\mathrm{{valid}}$ = {valid[label]:.2g} s", (at, threshold),
+                xytext=(-3 if right else 3, -10 - 9 * k), textcoords="offset points",
+                ha="right" if right else "left", color=color, fontsize="small"))
             lines[label] = drawn
         ax.axhline(threshold, color=TRUE_COLOR, linestyle=":", linewidth=0.6)
         ax.set_yscale("log")
