@@ -17,9 +17,12 @@ Public API (see each object's docstring):
 from lnn._version import __version__
 from lnn.system import MechanicalSystem
 from lnn.trajectory import Trajectory
+from lnn.integrate import IntegrationError, rollout
 
 __all__ = [
     "__version__",
     "MechanicalSystem",
     "Trajectory",
+    "rollout",
+    "IntegrationError",
 ]
