@@ -18,6 +18,7 @@ from simulations.base import State
 from simulations.cart_pole import CartPole
 from simulations.pendulum import DoublePendulum, NPendulum, Pendulum
 from simulations.planar_arm import PlanarArm
+from simulations.urdf import URDFRobot, example_robot_data_path, panda
 
 __all__ = [
     "State",
@@ -26,6 +27,9 @@ __all__ = [
     "NPendulum",
     "CartPole",
     "PlanarArm",
+    "URDFRobot",
+    "panda",
+    "example_robot_data_path",
     "SYSTEMS",
     "make_system",
 ]
@@ -37,6 +41,7 @@ SYSTEMS: dict[str, Callable[..., Any]] = {
     NPendulum.name: NPendulum,
     CartPole.name: CartPole,
     PlanarArm.name: PlanarArm,
+    "panda": panda,
 }
 
 

@@ -170,6 +170,9 @@ class MechanicalBase:
     def _positions(self, q: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _inverse_dynamics(self, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> np.ndarray:
+        return np.einsum("...ij,...j->...i", self._mass_matrix(q), qdd) + self._bias(q, qd)
+
     def _acceleration(self, q: np.ndarray, qd: np.ndarray, tau: np.ndarray | None) -> np.ndarray:
         rhs = -self._bias(q, qd)
         if tau is not None:
@@ -308,7 +311,7 @@ class MechanicalBase:
             The generalized force that produces ``qdd``.
         """
         q, qd, qdd = self._check_many(q=q, qd=qd, qdd=qdd)
-        return np.einsum("...ij,...j->...i", self._mass_matrix(q), qdd) + self._bias(q, qd)
+        return self._inverse_dynamics(q, qd, qdd)
 
     def bias_force(self, q: Any, qd: Any) -> np.ndarray:
         """Bias force ``b(q, qd) = tau - M qdd``: Coriolis, gravity and friction.

@@ -1,0 +1,369 @@
+"""Fixed-base URDF robots through Pinocchio (the ``robots`` extra), and the Franka Panda.
+
+Pinocchio's Python API evaluates one configuration per call, so every method
+loops over the flattened batch and restores the batch shape; the model is
+parsed once, lazily, and cached on the (frozen) instance.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import math
+import os
+import site
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simulations.base import MechanicalBase, State, as_rng, check_nonnegative
+
+__all__ = ["URDFRobot", "panda", "example_robot_data_path"]
+
+_EXTRA_HINT = "install the robots extra: pip install 'lnn[robots]'"
+_PANDA_URDF = "panda_description/urdf/panda.urdf"
+_PANDA_FINGERS = ("panda_finger_joint1", "panda_finger_joint2")
+
+
+def _import_pinocchio():
+    try:
+        import pinocchio
+    except ImportError as exc:
+        raise ImportError(f"URDF robots need Pinocchio (PyPI 'pin'); {_EXTRA_HINT}") from exc
+    return pinocchio
+
+
+def example_robot_data_path(relative: str) -> Path:
+    """Locate a file of the installed ``example-robot-data`` package.
+
+    Parameters
+    ----------
+    relative : str
+        Path below the package's ``robots`` folder, e.g.
+        ``"panda_description/urdf/panda.urdf"``.
+
+    Returns
+    -------
+    pathlib.Path
+        The absolute path of the file.
+
+    Raises
+    ------
+    ImportError
+        When ``example-robot-data`` is not installed or lacks the file.
+    """
+    suffix = "example-robot-data/robots/" + relative.strip("/")
+    try:
+        for entry in importlib.metadata.files("example-robot-data") or ():
+            if str(entry).replace("\\", "/").endswith(suffix):
+                return Path(entry.locate()).resolve()
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    roots = [sys.prefix, *site.getsitepackages(), site.getusersitepackages()]
+    for root in roots:
+        for prefix in ("cmeel.prefix/share", "share", "lib/python3/site-packages/cmeel.prefix/share"):
+            candidate = Path(root) / prefix / suffix
+            if candidate.is_file():
+                return candidate.resolve()
+    raise ImportError(f"example-robot-data file {relative!r} not found; {_EXTRA_HINT}")
+
+
+@dataclass(frozen=True)
+class URDFRobot(MechanicalBase):
+    """A fixed-base robot described by a URDF file, simulated by Pinocchio.
+
+    ``q`` are the joint positions of the unlocked joints in the model's
+    order (radians for revolute joints, metres for prismatic ones), ``tau``
+    the joint torques/forces. The dynamics are those of the rigid-body tree
+    (``crba``, ``nonLinearEffects``, ``aba``, ``rnea``); the URDF's joint
+    damping and friction are **not** modelled, so unforced motion conserves
+    energy.
+
+    Parameters
+    ----------
+    path : str
+        Path of the URDF file (meshes are not needed: no geometry is loaded).
+    locked_joints : tuple of str
+        Names of joints locked at their neutral (zero) position and removed
+        from the coordinates (``pinocchio.buildReducedModel``).
+    gravity : tuple of 3 float
+        Gravity vector in the base frame, m/s^2.
+    name : str
+        Registry name of the robot (``"urdf"``, or ``"panda"`` for :func:`panda`).
+
+    Notes
+    -----
+    ``positions`` returns the joint origins in the base frame, the base
+    first: shape ``(..., n_joints + 1, 3)``. Only one-degree-of-freedom
+    joints (revolute, prismatic) are supported; continuous and floating
+    joints raise ``ValueError``.
+    """
+
+    path: str
+    locked_joints: tuple[str, ...] = ()
+    gravity: tuple[float, float, float] = (0.0, 0.0, -9.81)
+    name: str = "urdf"
+    _cache: Any = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.path, (str, os.PathLike)):
+            raise TypeError(f"path must be a str or os.PathLike; got {self.path!r}")
+        object.__setattr__(self, "path", os.fspath(self.path))
+        locked = self.locked_joints
+        if isinstance(locked, str) or not all(isinstance(j, str) for j in tuple(locked)):
+            raise TypeError(f"locked_joints must be a sequence of joint names; got {locked!r}")
+        object.__setattr__(self, "locked_joints", tuple(locked))
+        if isinstance(self.gravity, str) or np.shape(self.gravity) != (3,):
+            raise ValueError(f"gravity must be a 3-vector; got {self.gravity!r}")
+        gravity = tuple(float(v) for v in self.gravity)
+        if not all(math.isfinite(v) for v in gravity):
+            raise ValueError(f"gravity must be finite; got {self.gravity!r}")
+        object.__setattr__(self, "gravity", gravity)
+        if not os.path.isfile(self.path):
+            raise FileNotFoundError(f"URDF file not found: {self.path}")
+
+    @classmethod
+    def from_urdf(cls, path: str | os.PathLike, locked_joints: tuple[str, ...] = (),
+                  gravity: tuple[float, float, float] = (0.0, 0.0, -9.81), *,
+                  name: str = "urdf") -> URDFRobot:
+        """Load a robot from a URDF file and parse it at once (errors surface here).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The URDF file.
+        locked_joints : sequence of str
+            Joints locked at zero and removed from the coordinates.
+        gravity : sequence of 3 float
+            Gravity vector in the base frame, m/s^2.
+        name : str
+            Registry name recorded with datasets.
+
+        Returns
+        -------
+        URDFRobot
+        """
+        robot = cls(path=path, locked_joints=tuple(locked_joints), gravity=tuple(gravity), name=name)
+        robot._model()
+        return robot
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_cache"] = None
+        return state
+
+    # ----------------------------------------------------------------- model
+    def _model(self):
+        cache = self._cache
+        if cache is None:
+            pin = _import_pinocchio()
+            try:
+                full = pin.buildModelFromUrdf(self.path)
+            except Exception as exc:  # pinocchio raises ValueError/RuntimeError on bad files
+                raise ValueError(f"cannot read URDF file {self.path}: {exc}") from exc
+            known = [n for n in full.names[1:]]
+            unknown = [j for j in self.locked_joints if j not in known]
+            if unknown:
+                raise ValueError(f"locked_joints {unknown} not in {self.path}; its joints are {known}")
+            if self.locked_joints:
+                ids = [full.getJointId(j) for j in self.locked_joints]
+                model = pin.buildReducedModel(full, ids, pin.neutral(full))
+            else:
+                model = full
+            if model.nq != model.nv or any(j.nv != 1 for j in model.joints[1:]):
+                kinds = [j.shortname() for j in model.joints[1:]]
+                raise ValueError(
+                    f"only revolute and prismatic joints are supported; {self.path} has joints {kinds}"
+                )
+            model.gravity.linear = np.array(self.gravity)
+            angular = tuple(j.shortname().startswith(("JointModelR", "JointModelRevolute"))
+                            for j in model.joints[1:])
+            cache = (pin, model, model.createData(), angular)
+            object.__setattr__(self, "_cache", cache)
+        return cache
+
+    @property
+    def n_dof(self) -> int:
+        """Number of unlocked joints."""
+        return self._model()[1].nv
+
+    @property
+    def angular(self) -> tuple[bool, ...]:
+        """``True`` for revolute joints, ``False`` for prismatic ones."""
+        return self._model()[3]
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        """Names of the unlocked joints, in the order of ``q``."""
+        return tuple(self._model()[1].names[1:])
+
+    @property
+    def position_limits(self) -> tuple[np.ndarray, np.ndarray]:
+        """Lower and upper joint limits from the URDF, each of shape ``(n_dof,)``."""
+        model = self._model()[1]
+        return np.array(model.lowerPositionLimit), np.array(model.upperPositionLimit)
+
+    def parameters(self) -> dict:
+        """The robot's parameters, JSON-serialisable.
+
+        Returns
+        -------
+        dict
+            ``path``, ``locked_joints`` and ``gravity``; for :func:`panda` the
+            path is left out when it is the installed example-robot-data file,
+            so that ``make_system("panda", **params)`` works on any machine.
+        """
+        params = {"path": self.path, "locked_joints": list(self.locked_joints), "gravity": list(self.gravity)}
+        if self.name == "panda":
+            try:
+                default = str(example_robot_data_path(_PANDA_URDF))
+            except ImportError:
+                default = None
+            if default is not None and os.path.realpath(self.path) == os.path.realpath(default):
+                del params["path"]
+        return params
+
+    # -------------------------------------------------------------- dynamics
+    def _loop(self, fn, out_shape: tuple[int, ...], *arrays: np.ndarray) -> np.ndarray:
+        """Apply ``fn(*rows) -> array of out_shape`` over the flattened batch."""
+        batch = arrays[0].shape[:-1]
+        flat = [np.ascontiguousarray(a.reshape(-1, a.shape[-1])) for a in arrays]
+        out = np.empty((flat[0].shape[0],) + out_shape)
+        for k in range(out.shape[0]):
+            out[k] = fn(*(a[k] for a in flat))
+        return out.reshape(batch + out_shape)
+
+    def _mass_matrix(self, q: np.ndarray) -> np.ndarray:
+        pin, model, data, _ = self._model()
+        n = model.nv
+
+        def one(qi):
+            upper = np.triu(pin.crba(model, data, qi))  # crba fills the upper triangle only
+            return upper + np.triu(upper, 1).T
+
+        return self._loop(one, (n, n), q)
+
+    def _bias(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
+        pin, model, data, _ = self._model()
+        return self._loop(lambda qi, vi: pin.nonLinearEffects(model, data, qi, vi), (model.nv,), q, qd)
+
+    def _acceleration(self, q: np.ndarray, qd: np.ndarray, tau: np.ndarray | None) -> np.ndarray:
+        pin, model, data, _ = self._model()
+        if tau is None:
+            tau = np.zeros_like(q)
+        return self._loop(lambda qi, vi, ti: pin.aba(model, data, qi, vi, ti), (model.nv,), q, qd, tau)
+
+    def _inverse_dynamics(self, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray) -> np.ndarray:
+        pin, model, data, _ = self._model()
+        return self._loop(lambda qi, vi, ai: pin.rnea(model, data, qi, vi, ai), (model.nv,), q, qd, qdd)
+
+    def _potential(self, q: np.ndarray) -> np.ndarray:
+        pin, model, data, _ = self._model()
+        return self._loop(lambda qi: pin.computePotentialEnergy(model, data, qi), (), q)
+
+    def _positions(self, q: np.ndarray) -> np.ndarray:
+        pin, model, data, _ = self._model()
+
+        def one(qi):
+            pin.forwardKinematics(model, data, qi)
+            return np.array([data.oMi[i].translation for i in range(model.njoints)])
+
+        return self._loop(one, (model.njoints, 3), q)
+
+    def acceleration_jacobian(self, q: Any, qd: Any, tau: Any = None) -> np.ndarray:
+        """Exact Jacobian ``d qdd / d [q, qd]`` from ``pinocchio.computeABADerivatives``.
+
+        Parameters
+        ----------
+        q, qd : array_like, shape ``(..., n_dof)``
+        tau : array_like, shape ``(..., n_dof)``, optional
+
+        Returns
+        -------
+        ndarray, shape ``(..., n_dof, 2 n_dof)``
+        """
+        q, qd, tau = self._check_many(q=q, qd=qd, tau=tau)
+        pin, model, data, _ = self._model()
+        if tau is None:
+            tau = np.zeros_like(q)
+        n = model.nv
+
+        def one(qi, vi, ti):
+            ddq_dq, ddq_dv, _ = pin.computeABADerivatives(model, data, qi, vi, ti)
+            return np.concatenate([ddq_dq, ddq_dv], axis=1)
+
+        return self._loop(one, (n, 2 * n), q, qd, tau)
+
+    def sample_state(self, n: int, *, rng: Any = None, margin: float = 0.05,
+                     velocity_scale: float = 1.0) -> State:
+        """Sample ``n`` states uniformly within the joint limits.
+
+        Each joint is uniform in its URDF limits shrunk by ``margin`` times the
+        range at both ends (``[-pi, pi)`` for a revolute joint, ``[-1, 1]`` m
+        for a prismatic one, where the URDF gives no finite limits); joint
+        rates are normal with standard deviation ``velocity_scale``.
+
+        Parameters
+        ----------
+        n : int
+            Number of states.
+        rng : numpy.random.Generator or int, optional
+            Random generator or seed.
+        margin : float
+            Fraction of each joint's range kept clear of its limits, in ``[0, 0.5)``.
+        velocity_scale : float
+            Standard deviation of the joint rates (rad/s or m/s, >= 0).
+
+        Returns
+        -------
+        State
+            ``q`` and ``qd`` of shape ``(n, n_dof)``.
+        """
+        n = self._check_sample_size(n)
+        margin = check_nonnegative("margin", margin)
+        if margin >= 0.5:
+            raise ValueError(f"margin must be in [0, 0.5); got {margin!r}")
+        scale = check_nonnegative("velocity_scale", velocity_scale)
+        lower, upper = self.position_limits
+        default = np.where(self.angular, np.pi, 1.0)
+        unlimited = ~(np.isfinite(lower) & np.isfinite(upper) & (upper > lower))
+        lower = np.where(unlimited, -default, lower)
+        upper = np.where(unlimited, default, upper)
+        span = upper - lower
+        generator = as_rng(rng)
+        q = generator.uniform(lower + margin * span, upper - margin * span, size=(n, self.n_dof))
+        qd = scale * generator.standard_normal(size=(n, self.n_dof))
+        return State(q=q, qd=qd)
+
+
+def panda(*, path: str | os.PathLike | None = None, locked_joints: tuple[str, ...] = _PANDA_FINGERS,
+          gravity: tuple[float, float, float] = (0.0, 0.0, -9.81)) -> URDFRobot:
+    """The 7-DOF Franka Emika Panda of ``example-robot-data``, fingers locked closed.
+
+    Parameters
+    ----------
+    path : str or os.PathLike, optional
+        A Panda URDF; by default ``panda_description/urdf/panda.urdf`` of the
+        installed ``example-robot-data`` package.
+    locked_joints : sequence of str
+        Joints locked at zero: by default the two finger joints, leaving the
+        seven arm joints (``n_dof = 7``).
+    gravity : sequence of 3 float
+        Gravity vector in the base frame, m/s^2.
+
+    Returns
+    -------
+    URDFRobot
+        With ``name = "panda"``.
+
+    Raises
+    ------
+    ImportError
+        When Pinocchio or example-robot-data (the ``robots`` extra) is missing.
+    """
+    _import_pinocchio()
+    if path is None:
+        path = example_robot_data_path(_PANDA_URDF)
+    return URDFRobot.from_urdf(path, tuple(locked_joints), tuple(gravity), name="panda")
