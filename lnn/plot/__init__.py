@@ -25,6 +25,8 @@ Importing this module is light: matplotlib is imported when a function runs.
 ==============================  ===============================================
 """
 
+from lnn.plot._mechanics import (MassMatrixPlot, PotentialPlot, TorqueDecomposition, TorquePlot,
+                                 mass_matrix, potential, torque_decomposition, torques)
 from lnn.plot._pair import RolloutPair
 from lnn.plot._series import (EnergyErrorPlot, PhasePlot, RolloutErrorPlot, TrajectoryPlot,
                               energy_error, phase_portraits, rollout_error, trajectories)
@@ -36,5 +38,7 @@ __all__ = [
     "style", "save", "new_figure",
     "trajectories", "phase_portraits", "energy_error", "rollout_error",
     "TrajectoryPlot", "PhasePlot", "EnergyErrorPlot", "RolloutErrorPlot",
+    "mass_matrix", "potential", "torques", "torque_decomposition",
+    "MassMatrixPlot", "PotentialPlot", "TorquePlot", "TorqueDecomposition",
     "RolloutPair",
 ]
