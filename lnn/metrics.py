@@ -1,0 +1,548 @@
+"""One evaluation harness for learned and true systems: the field's metrics.
+
+Every metric is a small numpy function on arrays or :class:`lnn.Trajectory`
+objects, so it serves any :class:`lnn.MechanicalSystem` (a ground-truth
+system from ``simulations`` or a learned :class:`lnn.LagrangianNetwork`).
+:func:`evaluate` runs them all on one model and one held-out dataset (or a
+true system it samples from) and returns a :class:`MetricsTable`.
+
+Definitions (each reproduces its source):
+
+- acceleration error: ``||qdd_pred - qdd_true|| / ||qdd_true||`` per sample,
+  its median and mean;
+- torque error: DeLaN's MSE, ``mean over samples of sum over joints of
+  (tau_pred - tau_true)²`` (Lutter et al. 2019, ``example_DeLaN.py``), the
+  MSE per joint and the normalised MSE per joint ``MSE_j / Var(tau_true_j)``;
+- relative rollout error ``||x_pred - x_true|| / (||x_pred|| + ||x_true||)``
+  on the state ``x = [q, qd]``, averaged over time per trajectory, with its
+  geometric mean over trajectories (Finzi et al. 2020);
+- valid prediction time: the first time the relative rollout error exceeds a
+  threshold;
+- energy error: the true system's energy evaluated on the predicted and the
+  true states, ``|E(x_pred(t)) - E(x_true(t))| / scale`` with the scale the
+  maximum potential energy, reported at the last time and averaged over the
+  initial states (Cranmer et al. 2020, ``notebooks/DoublePendulum.ipynb``:
+  ``abs((E_pred - E_true)[-1]) / 29.4``);
+- mass-matrix error and health: relative Frobenius error to the true ``M``,
+  asymmetry, fraction positive definite, smallest eigenvalue, largest
+  condition number.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from lnn.trajectory import Trajectory
+
+__all__ = [
+    "AccelerationError",
+    "TorqueError",
+    "RolloutError",
+    "EnergyError",
+    "MassMatrixReport",
+    "MetricRow",
+    "MetricsTable",
+    "acceleration_error",
+    "torque_error",
+    "relative_error",
+    "valid_prediction_time",
+    "rollout_error",
+    "energy_error",
+    "mass_matrix_report",
+    "evaluate",
+]
+
+
+def _array(value: Any, name: str) -> np.ndarray:
+    """Convert ``value`` (array or tensor) to a float64 numpy array."""
+    if hasattr(value, "numpy") and not isinstance(value, np.ndarray):
+        value = value.numpy()
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a numeric array, got {type(value).__name__}") from exc
+    return array
+
+
+def _same_shape(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str, *, min_ndim: int = 1) -> None:
+    if a.shape != b.shape:
+        raise ValueError(f"{name_a} and {name_b} must have the same shape, got {a.shape} and {b.shape}")
+    if a.ndim < min_ndim:
+        raise ValueError(f"{name_a} must have at least {min_ndim} dimension(s), got shape {a.shape}")
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class AccelerationError:
+    """Relative acceleration error of a model.
+
+    Attributes
+    ----------
+    relative : ndarray, shape ``(N,)``
+        ``||qdd_pred - qdd_true|| / ||qdd_true||`` per sample (NaN where the
+        true acceleration is exactly zero).
+    median, mean : float
+        Median and mean of ``relative`` over the samples where it is defined.
+    """
+
+    relative: np.ndarray
+    median: float
+    mean: float
+
+
+@dataclass(frozen=True)
+class TorqueError:
+    """Inverse-dynamics (torque) error of a model.
+
+    Attributes
+    ----------
+    mse : float
+        DeLaN's torque MSE: the mean over samples of the squared error summed
+        over joints.
+    mse_per_joint : ndarray, shape ``(n,)``
+        Mean squared error of each joint.
+    nmse_per_joint : ndarray, shape ``(n,)``
+        ``mse_per_joint / Var(tau_true)`` per joint (NaN for a joint whose true
+        torque is constant).
+    nmse : float
+        Mean of ``nmse_per_joint`` over the joints.
+    """
+
+    mse: float
+    mse_per_joint: np.ndarray
+    nmse_per_joint: np.ndarray
+    nmse: float
+
+
+@dataclass(frozen=True)
+class RolloutError:
+    """Relative error of predicted trajectories against reference ones.
+
+    Attributes
+    ----------
+    t : ndarray, shape ``(T,)``
+        Sample times.
+    relative : ndarray, shape ``(B, T)``
+        ``||x_pred - x_true|| / (||x_pred|| + ||x_true||)`` with ``x = [q, qd]``.
+    per_trajectory : ndarray, shape ``(B,)``
+        Time average of ``relative`` for each trajectory.
+    geometric_mean : float
+        Geometric mean of ``per_trajectory`` over the trajectories (Finzi et al.).
+    valid_time : ndarray, shape ``(B,)``
+        Valid prediction time of each trajectory for ``threshold``.
+    threshold : float
+        The threshold used for ``valid_time``.
+    """
+
+    t: np.ndarray
+    relative: np.ndarray
+    per_trajectory: np.ndarray
+    geometric_mean: float
+    valid_time: np.ndarray
+    threshold: float
+
+
+@dataclass(frozen=True)
+class EnergyError:
+    """Energy error of predicted trajectories, normalised as Cranmer et al.
+
+    Attributes
+    ----------
+    t : ndarray, shape ``(T,)``
+        Sample times.
+    error : ndarray, shape ``(B, T)``
+        ``|E(x_pred(t)) - E(x_true(t))| / scale`` with ``E`` the true system's energy.
+    final : ndarray, shape ``(B,)``
+        ``error`` at the last time, per trajectory.
+    mean : float
+        Mean of ``final`` over the trajectories (the LNN paper's figure).
+    scale : float
+        The normalisation: the maximum potential energy.
+    """
+
+    t: np.ndarray
+    error: np.ndarray
+    final: np.ndarray
+    mean: float
+    scale: float
+
+
+@dataclass(frozen=True)
+class MassMatrixReport:
+    """Error and health of a (learned) mass matrix over a set of states.
+
+    Attributes
+    ----------
+    relative_error : ndarray or None, shape ``(N,)``
+        ``||M_pred - M_true||_F / ||M_true||_F`` per state, or None without a reference.
+    median_relative_error : float
+        Median of ``relative_error`` (NaN without a reference).
+    max_asymmetry : float
+        Largest ``||M - M^T||_F / ||M||_F``.
+    fraction_positive_definite : float
+        Fraction of states whose symmetric part has only positive eigenvalues.
+    min_eigenvalue : float
+        Smallest eigenvalue over all states.
+    max_condition : float
+        Largest condition number ``lambda_max / lambda_min`` over the states
+        (``inf`` if some ``M`` is not positive definite).
+    """
+
+    relative_error: np.ndarray | None
+    median_relative_error: float
+    max_asymmetry: float
+    fraction_positive_definite: float
+    min_eigenvalue: float
+    max_condition: float
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    """One line of a :class:`MetricsTable`.
+
+    Attributes
+    ----------
+    name : str
+        Metric name (a stable identifier, e.g. ``"acceleration_error_median"``).
+    value : float
+        Its value.
+    description : str
+        What it measures, in a few words.
+    """
+
+    name: str
+    value: float
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class MetricsTable:
+    """The result of :func:`evaluate`: named metric rows, printable and writable.
+
+    Attributes
+    ----------
+    rows : tuple of MetricRow
+        The metrics, in a stable order.
+    details : dict
+        The full per-sample results (``AccelerationError``, ``TorqueError``,
+        ``RolloutError``, ``EnergyError``, ``MassMatrixReport``) by name.
+    """
+
+    rows: tuple[MetricRow, ...]
+    details: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def as_dict(self) -> dict[str, float]:
+        """Return ``{name: value}`` for every row, in order."""
+        return {row.name: row.value for row in self.rows}
+
+    def __getitem__(self, name: str) -> float:
+        """Value of the row called ``name``."""
+        for row in self.rows:
+            if row.name == name:
+                return row.value
+        raise KeyError(f"no metric {name!r}; known metrics: {[r.name for r in self.rows]}")
+
+    def format(self) -> str:
+        """The table as aligned text, one metric per line."""
+        width = max((len(r.name) for r in self.rows), default=10)
+        lines = [f"{'metric':<{width}}  {'value':>12}  description"]
+        for row in self.rows:
+            lines.append(f"{row.name:<{width}}  {row.value:>12.5g}  {row.description}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.format()
+
+    def to_csv(self, path, *, overwrite: bool = False) -> Path:
+        """Write the rows to a CSV file with columns ``metric, value, description``.
+
+        Parameters
+        ----------
+        path : str or Path
+            Output file.
+        overwrite : bool, keyword-only
+            Replace an existing file (refused otherwise).
+
+        Raises
+        ------
+        FileExistsError
+            If ``path`` exists and ``overwrite`` is false.
+        """
+        path = Path(path)
+        if path.exists() and not overwrite:
+            raise FileExistsError(
+                f"refusing to overwrite existing file {str(path)!r}; pass overwrite=True "
+                "(or --force on the command line) to replace it"
+            )
+        if not path.parent.exists():
+            raise FileNotFoundError(f"directory {str(path.parent)!r} does not exist (writing {str(path)!r})")
+        with path.open("w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["metric", "value", "description"])
+            for row in self.rows:
+                writer.writerow([row.name, repr(float(row.value)), row.description])
+        return path
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def acceleration_error(qdd_pred, qdd_true) -> AccelerationError:
+    """Relative acceleration error per sample, with median and mean.
+
+    Parameters
+    ----------
+    qdd_pred, qdd_true : array_like, shape ``(N, n)``
+        Predicted and true accelerations (any leading shape is flattened).
+
+    Returns
+    -------
+    AccelerationError
+    """
+    pred = _array(qdd_pred, "qdd_pred")
+    true = _array(qdd_true, "qdd_true")
+    _same_shape(pred, true, "qdd_pred", "qdd_true")
+    n = true.shape[-1]
+    pred, true = pred.reshape(-1, n), true.reshape(-1, n)
+    norm = np.linalg.norm(true, axis=-1)
+    diff = np.linalg.norm(pred - true, axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        relative = np.where(norm > 0, diff / np.where(norm > 0, norm, 1.0), np.nan)
+    defined = relative[np.isfinite(relative)]
+    median = float(np.median(defined)) if defined.size else math.nan
+    mean = float(np.mean(defined)) if defined.size else math.nan
+    return AccelerationError(relative=relative, median=median, mean=mean)
+
+
+def torque_error(tau_pred, tau_true) -> TorqueError:
+    """Torque MSE (DeLaN's definition) and normalised MSE per joint.
+
+    Parameters
+    ----------
+    tau_pred, tau_true : array_like, shape ``(N, n)``
+        Predicted and true generalized forces.
+
+    Returns
+    -------
+    TorqueError
+    """
+    pred = _array(tau_pred, "tau_pred")
+    true = _array(tau_true, "tau_true")
+    _same_shape(pred, true, "tau_pred", "tau_true")
+    n = true.shape[-1]
+    pred, true = pred.reshape(-1, n), true.reshape(-1, n)
+    squared = (pred - true) ** 2
+    mse_per_joint = squared.mean(axis=0)
+    variance = true.var(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        nmse_per_joint = np.where(variance > 0, mse_per_joint / np.where(variance > 0, variance, 1.0), np.nan)
+    finite = nmse_per_joint[np.isfinite(nmse_per_joint)]
+    return TorqueError(
+        mse=float(squared.sum(axis=1).mean()),
+        mse_per_joint=mse_per_joint,
+        nmse_per_joint=nmse_per_joint,
+        nmse=float(finite.mean()) if finite.size else math.nan,
+    )
+
+
+def relative_error(x_pred, x_true) -> np.ndarray:
+    """Relative error ``||x_pred - x_true|| / (||x_pred|| + ||x_true||)`` over the last axis.
+
+    Parameters
+    ----------
+    x_pred, x_true : array_like, shape ``(..., d)``
+        Predicted and reference states.
+
+    Returns
+    -------
+    ndarray, shape ``(...)``
+        In ``[0, 1]``; 0 where both states are zero.
+    """
+    pred = _array(x_pred, "x_pred")
+    true = _array(x_true, "x_true")
+    _same_shape(pred, true, "x_pred", "x_true")
+    numerator = np.linalg.norm(pred - true, axis=-1)
+    denominator = np.linalg.norm(pred, axis=-1) + np.linalg.norm(true, axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1.0), 0.0)
+
+
+def valid_prediction_time(relative, t, *, threshold: float) -> np.ndarray:
+    """First time at which a relative error exceeds ``threshold``.
+
+    Parameters
+    ----------
+    relative : array_like, shape ``(B, T)``
+        Relative error over time for ``B`` trajectories.
+    t : array_like, shape ``(T,)``
+        Sample times.
+    threshold : float, keyword-only
+        Error level that ends the valid prediction.
+
+    Returns
+    -------
+    ndarray, shape ``(B,)``
+        ``t[k] - t[0]`` for the first ``k`` with ``relative[:, k] > threshold``,
+        or ``t[-1] - t[0]`` if the error never exceeds it.
+    """
+    rel = _array(relative, "relative")
+    times = _array(t, "t")
+    if rel.ndim != 2 or times.ndim != 1 or rel.shape[1] != times.shape[0]:
+        raise ValueError(f"relative must have shape (B, T) and t shape (T,), got {rel.shape} and {times.shape}")
+    if not threshold > 0:
+        raise ValueError(f"threshold must be positive, got {threshold!r}")
+    exceeded = rel > threshold
+    first = np.argmax(exceeded, axis=1)
+    valid = times[first] - times[0]
+    valid[~exceeded.any(axis=1)] = times[-1] - times[0]
+    return valid
+
+
+def _state(trajectory: Trajectory, angular) -> np.ndarray:
+    q = np.asarray(trajectory.q, dtype=np.float64)
+    if angular is not None and any(angular):
+        mask = np.asarray(angular, dtype=bool)
+        q = q.copy()
+        q[..., mask] = np.arctan2(np.sin(q[..., mask]), np.cos(q[..., mask]))
+    return np.concatenate([q, np.asarray(trajectory.qd, dtype=np.float64)], axis=-1)
+
+
+def _check_pair(predicted: Trajectory, reference: Trajectory) -> None:
+    for name, value in (("predicted", predicted), ("reference", reference)):
+        if not isinstance(value, Trajectory):
+            raise TypeError(f"{name} must be an lnn.Trajectory, got {type(value).__name__}")
+    if predicted.q.shape != reference.q.shape:
+        raise ValueError(
+            f"predicted and reference trajectories must have the same shape (B, T, n), got "
+            f"{predicted.q.shape} and {reference.q.shape}"
+        )
+    if not np.allclose(predicted.t, reference.t):
+        raise ValueError("predicted and reference trajectories must share the same time grid t")
+
+
+def rollout_error(predicted: Trajectory, reference: Trajectory, *, threshold: float = 0.1,
+                  angular=None) -> RolloutError:
+    """Relative rollout error over time, its geometric mean and the valid prediction time.
+
+    Parameters
+    ----------
+    predicted, reference : Trajectory
+        Trajectories from the same initial states on the same time grid,
+        ``q``/``qd`` of shape ``(B, T, n)``.
+    threshold : float, keyword-only
+        Relative-error level that ends the valid prediction time.
+    angular : sequence of bool, length ``n``, optional
+        Coordinates to wrap to ``(-pi, pi]`` before comparing (both
+        trajectories), so that a full turn is not counted as an error.
+
+    Returns
+    -------
+    RolloutError
+    """
+    _check_pair(predicted, reference)
+    relative = relative_error(_state(predicted, angular), _state(reference, angular))
+    per_trajectory = relative.mean(axis=1)
+    positive = np.maximum(per_trajectory, np.finfo(np.float64).tiny)
+    geometric = float(np.exp(np.mean(np.log(positive)))) if per_trajectory.size else math.nan
+    return RolloutError(
+        t=np.asarray(reference.t), relative=relative, per_trajectory=per_trajectory,
+        geometric_mean=geometric,
+        valid_time=valid_prediction_time(relative, reference.t, threshold=threshold),
+        threshold=float(threshold),
+    )
+
+
+def energy_error(system, predicted: Trajectory, reference: Trajectory, *,
+                 scale: float | None = None) -> EnergyError:
+    """Energy error normalised by the maximum potential energy (Cranmer et al.).
+
+    The true system's energy is evaluated on the predicted and on the
+    reference states; the error ``|E(x_pred(t)) - E(x_true(t))| / scale`` is
+    reported over time and at the last time (the paper's figure is the mean of
+    the last-time error over the initial states).
+
+    Parameters
+    ----------
+    system : MechanicalSystem
+        The true system; needs ``energy(q, qd)`` (and ``potential_energy(q)``
+        when ``scale`` is None).
+    predicted, reference : Trajectory
+        Learned and true rollouts from the same initial states, ``(B, T, n)``.
+    scale : float, optional, keyword-only
+        The normalisation. The paper uses the maximum potential energy of the
+        double pendulum, ``g (m1 l1 + m2 (l1 + l2)) = 29.4``. Default: the
+        largest ``|V(q)|`` over the reference states.
+
+    Returns
+    -------
+    EnergyError
+    """
+    _check_pair(predicted, reference)
+    e_pred = _array(system.energy(predicted.q, predicted.qd), "system.energy(predicted)")
+    e_true = _array(system.energy(reference.q, reference.qd), "system.energy(reference)")
+    if scale is None:
+        if not hasattr(system, "potential_energy"):
+            raise TypeError(
+                f"scale=None needs system.potential_energy; {type(system).__name__} has none: pass scale="
+            )
+        scale = float(np.max(np.abs(_array(system.potential_energy(reference.q), "V"))))
+    if not (np.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+    error = np.abs(e_pred - e_true) / scale
+    final = error[:, -1]
+    return EnergyError(t=np.asarray(reference.t), error=error, final=final,
+                       mean=float(np.mean(final)), scale=float(scale))
+
+
+def mass_matrix_report(m_pred, m_true=None) -> MassMatrixReport:
+    """Error and health of mass matrices.
+
+    Parameters
+    ----------
+    m_pred : array_like, shape ``(N, n, n)``
+        Mass matrices to check (e.g. a learned model's).
+    m_true : array_like, shape ``(N, n, n)``, optional
+        Reference mass matrices at the same states.
+
+    Returns
+    -------
+    MassMatrixReport
+    """
+    m = _array(m_pred, "m_pred")
+    if m.ndim < 2 or m.shape[-1] != m.shape[-2]:
+        raise ValueError(f"m_pred must have shape (N, n, n), got {m.shape}")
+    n = m.shape[-1]
+    m = m.reshape(-1, n, n)
+    norm = np.linalg.norm(m, axis=(1, 2))
+    asym = np.linalg.norm(m - np.swapaxes(m, 1, 2), axis=(1, 2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        asymmetry = np.where(norm > 0, asym / np.where(norm > 0, norm, 1.0), 0.0)
+    eig = np.linalg.eigvalsh(0.5 * (m + np.swapaxes(m, 1, 2)))
+    positive = eig[:, 0] > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        condition = np.where(positive, eig[:, -1] / np.where(positive, eig[:, 0], 1.0), np.inf)
+    relative = None
+    median_relative = math.nan
+    if m_true is not None:
+        ref = _array(m_true, "m_true")
+        if ref.size != m.size:
+            raise ValueError(f"m_true must have the shape of m_pred {m.shape}, got {ref.shape}")
+        ref = ref.reshape(-1, n, n)
+        relative = np.linalg.norm(m - ref, axis=(1, 2)) / np.linalg.norm(ref, axis=(1, 2))
+        median_relative = float(np.median(relative))
+    return MassMatrixReport(
+        relative_error=relative,
+        median_relative_error=median_relative,
+        max_asymmetry=float(asymmetry.max()) if asymmetry.size else math.nan,
+        fraction_positive_definite=float(positive.mean()) if positive.size else math.nan,
+        min_eigenvalue=float(eig[:, 0].min()) if eig.size else math.nan,
+        max_condition=float(condition.max()) if condition.size else math.nan,
+    )
