@@ -105,7 +105,8 @@ class PlanarArm(MechanicalBase):
 
     def _mass_matrix(self, q: np.ndarray) -> np.ndarray:
         phi = np.cumsum(q, axis=-1)
-        return _rcumsum(_rcumsum(chain_mass_matrix(self._a, phi), -1), -2)
+        mass = _rcumsum(_rcumsum(chain_mass_matrix(self._a, phi), -1), -2)
+        return 0.5 * (mass + np.swapaxes(mass, -1, -2))  # exactly symmetric despite summation order
 
     def _bias(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
         phi = np.cumsum(q, axis=-1)
