@@ -25,4 +25,21 @@ __all__ = [
     "Trajectory",
     "rollout",
     "IntegrationError",
+    "LagrangianNetwork",
+    "load_model",
+    "mechanics",
 ]
+
+# TensorFlow-heavy parts load on first use, so ``import lnn`` stays light.
+_LAZY = {"LagrangianNetwork": "lnn.models", "load_model": "lnn.models", "mechanics": None}
+
+
+def __getattr__(name):
+    """Import :mod:`lnn.models` / :mod:`lnn.mechanics` on first access."""
+    if name in _LAZY:
+        import importlib
+
+        if _LAZY[name] is None:
+            return importlib.import_module(f"lnn.{name}")
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'lnn' has no attribute {name!r}")

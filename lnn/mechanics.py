@@ -1,0 +1,706 @@
+"""Mechanics of any differentiable Lagrangian, compiled with ``tf.function``.
+
+A *Lagrangian* here is any TensorFlow-differentiable callable
+``lagrangian(q, qd) -> L`` with ``q, qd`` of shape ``(B, n)`` and ``L`` of
+shape ``(B,)``; or, when kinetic and potential energies are known apart,
+``separable(kinetic, potential)`` with ``kinetic(q, qd) -> (B,)`` and
+``potential(q) -> (B,)`` (then ``M`` is the Hessian of ``T`` alone and the
+potential is never differentiated twice). From it::
+
+    M qdd = dL/dq - (d2L/dqd dq) qd + tau,          M = d2L/dqd2
+    tau   = M qdd + (d2L/dqd dq) qd - dL/dq          (inverse dynamics)
+    E     = qd . dL/dqd - L,                         dE/dt = qd . tau
+
+The mixed term ``(d2L/dqd dq) qd`` is a Jacobian-vector product
+(``tf.autodiff.ForwardAccumulator``), never the full block; ``M`` is a
+per-sample Hessian (``batch_jacobian`` of the gradient, or forward-over-reverse
+with one batched tangent per coordinate); ``qdd`` comes from a Cholesky solve.
+A mass matrix that is not positive definite raises :class:`MassMatrixError`
+(a ``ValueError``) with the number of failed samples and the smallest
+eigenvalue, unless the caller asks for an explicit ``regularize=eps`` shift
+``M + eps I``; nothing is ever pseudo-inverted.
+
+Every function accepts numpy arrays or tensors of shape ``(B, n)`` (or
+``(n,)`` for one state), infers the dtype from ``q`` (float32 or float64)
+unless ``dtype=`` is given, and runs a ``tf.function`` with a fixed
+``input_signature`` (batch dimension ``None``) that is cached per
+(callable, operation, dtype, n): new batch sizes and repeated calls never
+retrace (:func:`tracing_count`). Called on symbolic tensors (inside another
+``tf.function``, e.g. a training step) the functions inline their graph.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import weakref
+from typing import Callable
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = [
+    "MassMatrixError",
+    "MassMatrixHealth",
+    "PowerBalance",
+    "SeparableLagrangian",
+    "acceleration",
+    "energy",
+    "energy_rate",
+    "inverse_dynamics",
+    "mass_matrix",
+    "mass_matrix_health",
+    "power_balance",
+    "separable",
+    "tracing_count",
+]
+
+_METHODS = ("reverse", "forward-over-reverse")
+
+
+class MassMatrixError(ValueError):
+    """A mass matrix that is not symmetric positive definite where one is needed.
+
+    Attributes
+    ----------
+    health : MassMatrixHealth
+        The health report of the offending batch.
+    """
+
+    def __init__(self, message: str, health: "MassMatrixHealth") -> None:
+        super().__init__(message)
+        self.health = health
+
+
+@dataclasses.dataclass(frozen=True)
+class SeparableLagrangian:
+    """``L(q, qd) = T(q, qd) - V(q)`` from its two energies.
+
+    Attributes
+    ----------
+    kinetic : callable
+        ``kinetic(q, qd) -> (B,)``.
+    potential : callable
+        ``potential(q) -> (B,)``.
+    """
+
+    kinetic: Callable
+    potential: Callable
+
+    def __call__(self, q, qd):
+        """``L = T - V``, shape ``(B,)``."""
+        return self.kinetic(q, qd) - self.potential(q)
+
+
+def separable(kinetic: Callable, potential: Callable) -> SeparableLagrangian:
+    """Build a Lagrangian ``T - V`` whose mass matrix differentiates ``T`` only.
+
+    Parameters
+    ----------
+    kinetic : callable
+        ``kinetic(q, qd) -> T`` with ``q, qd`` of shape ``(B, n)``, ``T`` ``(B,)``.
+    potential : callable
+        ``potential(q) -> V``, shape ``(B,)``.
+
+    Returns
+    -------
+    SeparableLagrangian
+    """
+    if not callable(kinetic) or not callable(potential):
+        raise TypeError(f"kinetic and potential must be callables, got {type(kinetic).__name__} "
+                        f"and {type(potential).__name__}")
+    return SeparableLagrangian(kinetic, potential)
+
+
+@dataclasses.dataclass(frozen=True)
+class MassMatrixHealth:
+    """Health of a batch of mass matrices.
+
+    Attributes
+    ----------
+    n_samples : int
+        Batch size ``B``.
+    min_eigenvalue : float
+        Smallest eigenvalue over the batch.
+    max_eigenvalue : float
+        Largest eigenvalue over the batch.
+    condition_number : float
+        Largest per-sample condition number ``lambda_max / lambda_min``
+        (``inf`` when some sample is not positive definite).
+    median_condition_number : float
+        Median per-sample condition number.
+    fraction_not_positive_definite : float
+        Fraction of samples whose smallest eigenvalue is ``<= 0``.
+    max_asymmetry : float
+        Largest ``|M - M^T|`` entry (0 for a Hessian up to rounding).
+    min_eigenvalues : numpy.ndarray, shape ``(B,)``
+        Smallest eigenvalue of each sample.
+    condition_numbers : numpy.ndarray, shape ``(B,)``
+        Condition number of each sample (``inf`` if not positive definite).
+    """
+
+    n_samples: int
+    min_eigenvalue: float
+    max_eigenvalue: float
+    condition_number: float
+    median_condition_number: float
+    fraction_not_positive_definite: float
+    max_asymmetry: float
+    min_eigenvalues: np.ndarray = dataclasses.field(repr=False)
+    condition_numbers: np.ndarray = dataclasses.field(repr=False)
+
+    @property
+    def positive_definite(self) -> bool:
+        """True when every sample is positive definite."""
+        return self.fraction_not_positive_definite == 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class PowerBalance:
+    """Power balance ``dE/dt = qd . tau`` of a batch of states.
+
+    Attributes
+    ----------
+    energy_rate : numpy.ndarray, shape ``(B,)``
+        ``dE/dt`` along ``(qd, qdd)`` by automatic differentiation.
+    input_power : numpy.ndarray, shape ``(B,)``
+        ``qd . tau`` (generalized forces, damping included).
+    residual : numpy.ndarray, shape ``(B,)``
+        ``energy_rate - input_power``: zero up to rounding when ``qdd`` solves
+        the Euler-Lagrange equations with ``tau``.
+    """
+
+    energy_rate: np.ndarray
+    input_power: np.ndarray
+    residual: np.ndarray
+
+
+# -- input handling ------------------------------------------------------------
+
+def _is_symbolic(x) -> bool:
+    return tf.is_tensor(x) and not hasattr(x, "numpy")
+
+
+def _resolve_dtype(q, dtype):
+    if dtype is not None:
+        dt = tf.as_dtype(dtype)
+    elif tf.is_tensor(q) or isinstance(q, np.ndarray):
+        dt = tf.as_dtype(q.dtype)
+        if not dt.is_floating:
+            dt = tf.float64
+    else:
+        dt = tf.float64
+    if dt not in (tf.float32, tf.float64):
+        raise TypeError(f"dtype must be float32 or float64, got {dt.name}")
+    return dt
+
+
+def _check_batch(name: str, x, n: int | None, dtype, batch: int | None = None,
+                 *, allow_single: bool = True):
+    """Validate one ``(B, n)`` input; return ``(tensor, was_single)``."""
+    if x is None:
+        raise ValueError(f"{name} is required, got None")
+    if _is_symbolic(x):
+        t = tf.cast(x, dtype) if x.dtype != dtype else x
+        if t.shape.rank not in (None, 2):
+            raise ValueError(f"{name} must have shape (B, n) inside a graph, got shape {t.shape}")
+        if n is not None and t.shape.rank == 2 and t.shape[-1] not in (None, n):
+            raise ValueError(f"{name} must have {n} columns (n_dof), got shape {t.shape}")
+        return t, False
+    arr = x.numpy() if tf.is_tensor(x) else np.asarray(x)
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+        raise TypeError(f"{name} must be a numeric array, got dtype {arr.dtype}")
+    single = arr.ndim == 1
+    if single and allow_single:
+        arr = arr[None, :]
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must have shape (B, n) or (n,), got shape {np.shape(x)}")
+    if n is not None and arr.shape[1] != n:
+        raise ValueError(f"{name} must have n_dof = {n} columns, got shape {np.shape(x)}")
+    if batch is not None and arr.shape[0] != batch:
+        raise ValueError(f"{name} has batch size {arr.shape[0]} but q has batch size {batch} "
+                         f"(shape {np.shape(x)})")
+    if not np.all(np.isfinite(arr)):
+        bad = int(np.sum(~np.all(np.isfinite(arr), axis=1)))
+        raise ValueError(f"{name} contains NaN or infinite values in {bad} of {arr.shape[0]} samples")
+    return tf.constant(arr.astype(dtype.as_numpy_dtype, copy=False)), single
+
+
+def _inputs(names_values, dtype, *, n=None):
+    """Check several inputs against the first; return tensors, single flag, n."""
+    (name0, x0), rest = names_values[0], names_values[1:]
+    t0, single = _check_batch(name0, x0, n, dtype)
+    n = t0.shape[-1] if n is None else n
+    batch = None if _is_symbolic(t0) else int(t0.shape[0])
+    out = [t0]
+    for name, x in rest:
+        if x is None:
+            out.append(None)
+            continue
+        t, s = _check_batch(name, x, n, dtype, batch)
+        if not _is_symbolic(t) and s != single:
+            raise ValueError(f"{name} has shape {tuple(np.shape(x))} but {name0} has shape "
+                             f"{tuple(np.shape(x0))}: pass both as (B, n) or both as (n,)")
+        out.append(t)
+    return out, single, n
+
+
+def _unbatch(x, single: bool):
+    return x[0] if single else x
+
+
+# -- compiled-function cache ---------------------------------------------------
+
+_CACHE: dict = {}
+
+
+def _owner_and_func(fn):
+    """Split a callable into a weakly referenced owner and a resolver."""
+    if hasattr(fn, "__self__") and hasattr(fn, "__func__"):  # bound method
+        return fn.__self__, fn.__func__
+    return fn, None
+
+
+def _cache_key(fn, op, dtype, n, options):
+    owner, func = _owner_and_func(fn)
+    return (id(owner), func, op, dtype, n, options)
+
+
+def _resolver(fn):
+    """A zero-argument callable returning ``fn`` without keeping its owner alive."""
+    owner, func = _owner_and_func(fn)
+    try:
+        ref = weakref.ref(owner)
+    except TypeError:  # not weak-referenceable: keep it alive
+        return lambda: fn
+    if func is None:
+        return ref
+    return lambda: func.__get__(ref())
+
+
+def _compiled(fn, op: str, dtype, n: int, n_args: int, body, options=()):
+    """The cached ``tf.function`` computing ``body(fn, *args)`` for one callable."""
+    key = _cache_key(fn, op, dtype, n, options)
+    entry = _CACHE.get(key)
+    if entry is not None:
+        return entry
+    resolve = _resolver(fn)
+    spec = [tf.TensorSpec((None, n), dtype)] * n_args
+
+    def traced(*args):
+        return body(resolve(), *args)
+
+    function = tf.function(traced, input_signature=spec, reduce_retracing=False)
+    _CACHE[key] = function
+    owner, _ = _owner_and_func(fn)
+    try:
+        weakref.finalize(owner, _CACHE.pop, key, None)
+    except TypeError:
+        pass
+    return function
+
+
+def tracing_count(lagrangian: Callable, op: str, *, dtype="float64", n_dof: int,
+                  method: str = "reverse") -> int:
+    """How many times the compiled ``op`` of a Lagrangian has been traced.
+
+    Parameters
+    ----------
+    lagrangian : callable
+        The callable passed to the mechanics functions.
+    op : str
+        ``"mass_matrix"``, ``"acceleration"``, ``"inverse_dynamics"``,
+        ``"energy"`` or ``"energy_rate"``.
+    dtype : str
+        Dtype of the calls.
+    n_dof : int
+        Number of coordinates of the calls.
+    method : str
+        The ``method=`` of those calls (``mass_matrix`` and ``acceleration``).
+
+    Returns
+    -------
+    int
+        0 if the function was never built.
+    """
+    options = (method,) if op in ("mass_matrix", "acceleration") else ()
+    key = _cache_key(lagrangian, op, tf.as_dtype(dtype), int(n_dof), options)
+    entry = _CACHE.get(key)
+    return 0 if entry is None else int(entry.experimental_get_tracing_count())
+
+
+# -- the mathematics (graph bodies) ----------------------------------------------
+
+def _kinetic_part(fn):
+    return fn.kinetic if isinstance(fn, SeparableLagrangian) else fn
+
+
+def _hessian_qd(fn, q, qd, method):
+    """``(d2 fn / dqd2, dfn/dqd)`` per sample."""
+    if method == "forward-over-reverse":
+        n = qd.shape[-1]
+        batch = tf.shape(qd)[0]
+        eye = tf.eye(n, dtype=qd.dtype)
+        q_rep = tf.tile(q, (n, 1))
+        qd_rep = tf.tile(qd, (n, 1))
+        tangent = tf.repeat(eye, batch, axis=0)  # block k holds e_k
+        with tf.autodiff.ForwardAccumulator(qd_rep, tangent) as acc:
+            with tf.GradientTape() as tape:
+                tape.watch(qd_rep)
+                value = fn(q_rep, qd_rep)
+            grad = tape.gradient(value, qd_rep)
+        columns = tf.reshape(acc.jvp(grad), tf.stack([n, batch, n]))
+        hess = tf.transpose(columns, (1, 2, 0))
+        return hess, grad[:batch]
+    with tf.GradientTape() as outer:
+        outer.watch(qd)
+        with tf.GradientTape() as inner:
+            inner.watch(qd)
+            value = fn(q, qd)
+        grad = inner.gradient(value, qd)
+    hess = outer.batch_jacobian(grad, qd)
+    return hess, grad
+
+
+def _mass_matrix_body(fn, q, qd, method):
+    hess, _ = _hessian_qd(fn, q, qd, method)
+    return 0.5 * (hess + tf.linalg.matrix_transpose(hess))
+
+
+def _dynamics_terms(fn, q, qd, method):
+    """``M``, ``dL/dq`` and the mixed product ``(d2L/dqd dq) qd``."""
+    if method == "forward-over-reverse":
+        m = _mass_matrix_body(_kinetic_part(fn), q, qd, method)
+        with tf.autodiff.ForwardAccumulator(q, qd) as acc:
+            with tf.GradientTape() as tape:
+                tape.watch([q, qd])
+                value = fn(q, qd)
+            grad_q, grad_qd = tape.gradient(value, [q, qd])
+        return m, grad_q, acc.jvp(grad_qd)
+    with tf.GradientTape() as outer:
+        outer.watch(qd)
+        with tf.autodiff.ForwardAccumulator(q, qd) as acc:
+            with tf.GradientTape() as tape:
+                tape.watch([q, qd])
+                value = fn(q, qd)
+            grad_q, grad_qd = tape.gradient(value, [q, qd])
+        mixed = acc.jvp(grad_qd)
+    m = outer.batch_jacobian(grad_qd, qd)
+    return 0.5 * (m + tf.linalg.matrix_transpose(m)), grad_q, mixed
+
+
+def solve_cholesky(m, rhs, regularize=None):
+    """Solve ``M x = rhs`` per sample by Cholesky; shapes ``(B, n, n)``, ``(B, n)``.
+
+    Parameters
+    ----------
+    m : tensor, shape ``(B, n, n)``
+        Symmetric positive-definite matrices.
+    rhs : tensor, shape ``(B, n)``
+    regularize : float, optional
+        Solve ``(M + regularize I) x = rhs`` instead.
+
+    Returns
+    -------
+    tensor, shape ``(B, n)``
+        NaN where a factorisation failed under XLA; eager kernels raise
+        ``tf.errors.InvalidArgumentError`` (the public functions turn both
+        into :class:`MassMatrixError`).
+    """
+    if regularize:
+        m = m + regularize * tf.eye(tf.shape(m)[-1], dtype=m.dtype)
+    chol = tf.linalg.cholesky(m)
+    return tf.linalg.cholesky_solve(chol, rhs[..., None])[..., 0]
+
+
+def _acceleration_body(fn, q, qd, tau, method, regularize):
+    m, grad_q, mixed = _dynamics_terms(fn, q, qd, method)
+    return solve_cholesky(m, grad_q - mixed + tau, regularize)
+
+
+def _inverse_dynamics_body(fn, q, qd, qdd):
+    m, grad_q, mixed = _dynamics_terms(fn, q, qd, "reverse")
+    return tf.linalg.matvec(m, qdd) + mixed - grad_q
+
+
+def _energy_body(fn, q, qd):
+    with tf.GradientTape() as tape:
+        tape.watch(qd)
+        value = fn(q, qd)
+    grad_qd = tape.gradient(value, qd)
+    return tf.reduce_sum(qd * grad_qd, axis=-1) - value
+
+
+def _energy_rate_body(fn, q, qd, qdd):
+    with tf.autodiff.ForwardAccumulator([q, qd], [qd, qdd]) as acc:
+        e = _energy_body(fn, q, qd)
+    return acc.jvp(e)
+
+
+# -- public functions ----------------------------------------------------------------
+
+def _check_method(method):
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+
+
+def _check_callable(lagrangian):
+    if not callable(lagrangian):
+        raise TypeError(f"lagrangian must be a callable (q, qd) -> (B,), got "
+                        f"{type(lagrangian).__name__}")
+
+
+def mass_matrix(lagrangian: Callable, q, qd, *, method: str = "reverse", dtype=None):
+    """Mass matrix ``M = d2L/dqd2`` (of ``T`` alone for a separable Lagrangian).
+
+    Parameters
+    ----------
+    lagrangian : callable or SeparableLagrangian
+        ``lagrangian(q, qd) -> (B,)``, TensorFlow-differentiable.
+    q, qd : array_like, shape ``(B, n)`` or ``(n,)``
+    method : {"reverse", "forward-over-reverse"}
+        Nested tapes with ``batch_jacobian``, or one batched forward-mode
+        tangent per coordinate over the reverse gradient.
+    dtype : str, optional
+        ``"float32"`` or ``"float64"``; default: the dtype of ``q``.
+
+    Returns
+    -------
+    tensor, shape ``(B, n, n)`` (``(n, n)`` for a single state)
+        Symmetrised Hessian.
+    """
+    _check_callable(lagrangian)
+    _check_method(method)
+    dt = _resolve_dtype(q, dtype)
+    (q, qd), single, n = _inputs([("q", q), ("qd", qd)], dt)
+    if _is_symbolic(q):
+        return _mass_matrix_body(_kinetic_part(lagrangian), q, qd, method)
+    fn = _compiled(lagrangian, "mass_matrix", dt, n, 2,
+                   lambda f, a, b: _mass_matrix_body(_kinetic_part(f), a, b, method),
+                   (method,))
+    return _unbatch(fn(q, qd), single)
+
+
+def acceleration(lagrangian: Callable, q, qd, tau=None, *, method: str = "reverse",
+                 regularize: float | None = None, dtype=None):
+    """Forward dynamics ``qdd = M^{-1} (dL/dq - (d2L/dqd dq) qd + tau)``.
+
+    Parameters
+    ----------
+    lagrangian : callable or SeparableLagrangian
+        ``lagrangian(q, qd) -> (B,)``.
+    q, qd : array_like, shape ``(B, n)`` or ``(n,)``
+    tau : array_like, shape ``(B, n)`` or ``(n,)``, optional
+        Generalized forces (zero by default).
+    method : {"reverse", "forward-over-reverse"}
+        How ``M`` is differentiated (the mixed term is always a JVP).
+    regularize : float, optional
+        Solve with ``M + regularize I``: an explicit, caller-chosen shift for
+        nearly singular learned mass matrices. Default: none, and a mass
+        matrix that is not positive definite raises :class:`MassMatrixError`.
+    dtype : str, optional
+        Default: the dtype of ``q``.
+
+    Returns
+    -------
+    tensor, shape ``(B, n)`` (``(n,)`` for a single state)
+
+    Raises
+    ------
+    MassMatrixError
+        If ``M`` is not positive definite for some sample (eager calls);
+        the message gives how many samples failed and the smallest eigenvalue.
+    """
+    _check_callable(lagrangian)
+    _check_method(method)
+    dt = _resolve_dtype(q, dtype)
+    (q, qd, tau), single, n = _inputs([("q", q), ("qd", qd), ("tau", tau)], dt)
+    if tau is None:
+        tau = tf.zeros_like(q)
+    if _is_symbolic(q):
+        return _acceleration_body(lagrangian, q, qd, tau, method, regularize)
+    fn = _compiled(lagrangian, "acceleration", dt, n, 3,
+                   lambda f, a, b, c: _acceleration_body(f, a, b, c, method, regularize),
+                   (method,) if regularize is None else (method, float(regularize)))
+    qdd = call_checked(fn, (q, qd, tau),
+                       lambda: mass_matrix(lagrangian, q, qd, method=method, dtype=dt),
+                       regularize)
+    return _unbatch(qdd, single)
+
+
+def call_checked(fn, args, mass_matrix_fn, regularize=None):
+    """Run a compiled acceleration; turn a failed Cholesky into :class:`MassMatrixError`.
+
+    Parameters
+    ----------
+    fn : callable
+        Compiled function returning ``qdd`` of shape ``(B, n)``.
+    args : tuple of tensors
+        Its arguments.
+    mass_matrix_fn : callable
+        ``() -> M`` of shape ``(B, n, n)`` for the error report.
+    regularize : float, optional
+        The shift that was applied (reported in the message).
+
+    Returns
+    -------
+    tensor, shape ``(B, n)``
+    """
+    try:
+        qdd = fn(*args)
+    except tf.errors.InvalidArgumentError as exc:
+        if "Cholesky" not in str(exc) and "cholesky" not in str(exc):
+            raise
+        raise not_positive_definite_error(mass_matrix_fn(), regularize) from None
+    if not np.all(np.isfinite(qdd.numpy())):
+        m = mass_matrix_fn()
+        health = mass_matrix_health(m)
+        if not health.positive_definite:
+            raise not_positive_definite_error(m, regularize)
+        raise ValueError(f"the acceleration is not finite for "
+                         f"{int(np.sum(~np.all(np.isfinite(qdd.numpy()), axis=-1)))} samples "
+                         f"although M is positive definite (condition number up to "
+                         f"{health.condition_number:.3g})")
+    return qdd
+
+
+def not_positive_definite_error(m, regularize=None) -> MassMatrixError:
+    """The :class:`MassMatrixError` describing a batch ``m`` of shape ``(B, n, n)``."""
+    health = mass_matrix_health(m)
+    bad = int(round(health.fraction_not_positive_definite * health.n_samples))
+    shift = f" after adding regularize={regularize} * I" if regularize else ""
+    return MassMatrixError(
+        f"mass matrix is not positive definite{shift} for {max(bad, 1)} of {health.n_samples} "
+        f"samples (smallest eigenvalue {health.min_eigenvalue:.6g}); refusing to "
+        "pseudo-invert it. Pass regularize=eps to solve with M + eps I explicitly, or use an "
+        "input-convex or structured model", health)
+
+
+def inverse_dynamics(lagrangian: Callable, q, qd, qdd, *, dtype=None):
+    """Inverse dynamics ``tau = M qdd + (d2L/dqd dq) qd - dL/dq``.
+
+    Parameters
+    ----------
+    lagrangian : callable or SeparableLagrangian
+    q, qd, qdd : array_like, shape ``(B, n)`` or ``(n,)``
+    dtype : str, optional
+
+    Returns
+    -------
+    tensor, shape ``(B, n)`` (``(n,)`` for a single state)
+    """
+    _check_callable(lagrangian)
+    dt = _resolve_dtype(q, dtype)
+    (q, qd, qdd), single, n = _inputs([("q", q), ("qd", qd), ("qdd", qdd)], dt)
+    if _is_symbolic(q):
+        return _inverse_dynamics_body(lagrangian, q, qd, qdd)
+    fn = _compiled(lagrangian, "inverse_dynamics", dt, n, 3, _inverse_dynamics_body)
+    return _unbatch(fn(q, qd, qdd), single)
+
+
+def energy(lagrangian: Callable, q, qd, *, dtype=None):
+    """Energy ``E = qd . dL/dqd - L`` (``T + V`` when ``T`` is quadratic in ``qd``).
+
+    Parameters
+    ----------
+    lagrangian : callable or SeparableLagrangian
+    q, qd : array_like, shape ``(B, n)`` or ``(n,)``
+    dtype : str, optional
+
+    Returns
+    -------
+    tensor, shape ``(B,)`` (scalar for a single state)
+    """
+    _check_callable(lagrangian)
+    dt = _resolve_dtype(q, dtype)
+    (q, qd), single, n = _inputs([("q", q), ("qd", qd)], dt)
+    if _is_symbolic(q):
+        return _energy_body(lagrangian, q, qd)
+    fn = _compiled(lagrangian, "energy", dt, n, 2, _energy_body)
+    return _unbatch(fn(q, qd), single)
+
+
+def energy_rate(lagrangian: Callable, q, qd, qdd, *, dtype=None):
+    """Time derivative of the energy along ``(qd, qdd)``: ``dE/dq . qd + dE/dqd . qdd``.
+
+    Parameters
+    ----------
+    lagrangian : callable or SeparableLagrangian
+    q, qd, qdd : array_like, shape ``(B, n)`` or ``(n,)``
+    dtype : str, optional
+
+    Returns
+    -------
+    tensor, shape ``(B,)`` (scalar for a single state)
+    """
+    _check_callable(lagrangian)
+    dt = _resolve_dtype(q, dtype)
+    (q, qd, qdd), single, n = _inputs([("q", q), ("qd", qd), ("qdd", qdd)], dt)
+    if _is_symbolic(q):
+        return _energy_rate_body(lagrangian, q, qd, qdd)
+    fn = _compiled(lagrangian, "energy_rate", dt, n, 3, _energy_rate_body)
+    return _unbatch(fn(q, qd, qdd), single)
+
+
+def power_balance(lagrangian: Callable, q, qd, qdd, tau=None, *, dtype=None) -> PowerBalance:
+    """Check ``dE/dt = qd . tau`` on a batch (a diagnostic of a solve or a data set).
+
+    Parameters
+    ----------
+    lagrangian : callable or SeparableLagrangian
+    q, qd, qdd : array_like, shape ``(B, n)``
+    tau : array_like, shape ``(B, n)``, optional
+        Generalized forces acting (damping included); zero by default.
+    dtype : str, optional
+
+    Returns
+    -------
+    PowerBalance
+    """
+    rate = np.atleast_1d(np.asarray(energy_rate(lagrangian, q, qd, qdd, dtype=dtype)))
+    qd_arr = np.atleast_2d(np.asarray(qd, dtype=np.float64))
+    tau_arr = np.zeros_like(qd_arr) if tau is None else np.atleast_2d(np.asarray(tau, np.float64))
+    if tau_arr.shape != qd_arr.shape:
+        raise ValueError(f"tau must have the shape of qd {qd_arr.shape}, got {tau_arr.shape}")
+    power = np.sum(qd_arr * tau_arr, axis=-1)
+    return PowerBalance(rate, power, rate - power)
+
+
+def mass_matrix_health(m) -> MassMatrixHealth:
+    """Health report of a batch of mass matrices.
+
+    Parameters
+    ----------
+    m : array_like, shape ``(B, n, n)`` or ``(n, n)``
+
+    Returns
+    -------
+    MassMatrixHealth
+        Computed in float64 on the symmetric part.
+    """
+    arr = np.asarray(m, dtype=np.float64)
+    if arr.ndim == 2:
+        arr = arr[None]
+    if arr.ndim != 3 or arr.shape[-1] != arr.shape[-2]:
+        raise ValueError(f"m must have shape (B, n, n) or (n, n), got shape {np.shape(m)}")
+    if arr.shape[0] == 0:
+        raise ValueError("m is an empty batch (shape {})".format(arr.shape))
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("m contains NaN or infinite entries in "
+                         f"{int(np.sum(~np.all(np.isfinite(arr), axis=(1, 2))))} samples")
+    asym = float(np.max(np.abs(arr - np.swapaxes(arr, -1, -2))))
+    eig = np.linalg.eigvalsh(0.5 * (arr + np.swapaxes(arr, -1, -2)))
+    lo, hi = eig[:, 0], eig[:, -1]
+    pd = lo > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cond = np.where(pd, hi / np.where(pd, lo, 1.0), np.inf)
+    return MassMatrixHealth(
+        n_samples=int(arr.shape[0]),
+        min_eigenvalue=float(lo.min()),
+        max_eigenvalue=float(hi.max()),
+        condition_number=float(cond.max()),
+        median_condition_number=float(np.median(cond)),
+        fraction_not_positive_definite=float(np.mean(~pd)),
+        max_asymmetry=asym,
+        min_eigenvalues=lo,
+        condition_numbers=cond,
+    )

@@ -1,0 +1,781 @@
+"""Lagrangian neural networks: Keras models of a Lagrangian ``L(q, qd)``.
+
+:class:`LagrangianNetwork` learns a Lagrangian and satisfies the
+:class:`lnn.MechanicalSystem` protocol. Three kinds:
+
+``"kinetic-potential"`` (default)
+    ``L = T(q, qd) - V(q)`` with a kinetic MLP ``T`` and a potential MLP
+    ``V``; ``M = d2T/dqd2``. With ``convex=True`` the kinetic MLP is
+    input-convex (non-negative kernels after the first layer, softplus), and
+    ``T`` gains ``epsilon/2 |qd|^2``, so ``M`` is positive definite by
+    construction.
+``"black-box"``
+    One MLP ``L(q, qd)`` (Cranmer et al. 2020). Its split into energies is
+    ``V(q) = -L(q, 0)`` and ``T = L - L(q, 0)``.
+``"structured"``
+    ``T = 1/2 qd^T M(q) qd`` with ``M = C C^T + epsilon I``, ``C``
+    lower-triangular with a softplus diagonal from an MLP of ``q`` (DeLaN,
+    Lutter et al. 2019), plus a potential MLP ``V(q)``.
+
+Inputs of the networks. Angular coordinates enter as ``(sin q_i, cos q_i)``,
+the others as ``(q_i - mean_i) / std_i``; velocities as ``qd_i / qd_std_i``
+(scales set by :meth:`LagrangianNetwork.adapt`, saved with the model).
+With ``A, B_sin, B_cos, c = model.feature_map()`` the features are
+``x = q @ A + sin(q) @ B_sin + cos(q) @ B_cos + c`` (shape ``(B, F)``), and
+:meth:`LagrangianNetwork.mlp_layers` gives every network's layers as numpy
+arrays (see :mod:`lnn._mlp` for the layer equations and the closed-form
+Hessian). Optional learned viscous damping adds the generalized force
+``-D qd`` with ``D = C_D C_D^T`` (``C_D`` lower-triangular, softplus
+diagonal), constant and positive definite.
+
+The built-in networks are differentiated in closed form (forward Jacobians
+and backward adjoints, batched matmuls; see ``benchmarks/bench_mechanics.py``
+for the measurements against nested tapes, forward-over-reverse, XLA and
+JAX). The public methods validate their inputs, run a ``tf.function``
+compiled once per operation with a fixed ``input_signature`` (batch
+dimension ``None``) through its concrete function, and return tensors in
+the model dtype; on symbolic tensors (inside a training step) they inline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import zipfile
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from lnn import mechanics
+from lnn._mlp import ACTIVATIONS, MLP, MLPLayer, scalar_derivatives
+from lnn.mechanics import MassMatrixHealth, PowerBalance
+
+__all__ = ["FeatureMap", "LagrangianNetwork", "load_model", "KINDS"]
+
+#: The model kinds.
+KINDS = ("kinetic-potential", "black-box", "structured")
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureMap:
+    """Affine/trigonometric map from ``q`` to network features.
+
+    ``x = q @ A + sin(q) @ B_sin + cos(q) @ B_cos + c`` and the velocity input
+    is ``qd / qd_scale``.
+
+    Attributes
+    ----------
+    A, B_sin, B_cos : numpy.ndarray, shape ``(n, F)``
+    c : numpy.ndarray, shape ``(F,)``
+    qd_scale : numpy.ndarray, shape ``(n,)``
+    """
+
+    A: np.ndarray
+    B_sin: np.ndarray
+    B_cos: np.ndarray
+    c: np.ndarray
+    qd_scale: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class _Terms:
+    """Everything the dynamics need at ``(q, qd)`` (tensors, batch-first)."""
+
+    lagrangian: tf.Tensor
+    grad_q: tf.Tensor | None
+    grad_qd: tf.Tensor | None
+    mass: tf.Tensor | None
+    mixed: tf.Tensor | None
+
+
+def _inv_softplus(x: float) -> float:
+    return float(np.log(np.expm1(x)))
+
+
+@keras.saving.register_keras_serializable(package="lnn")
+class LagrangianNetwork(keras.Model):
+    """A learned Lagrangian ``L(q, qd)`` with its mechanics.
+
+    Parameters
+    ----------
+    n_dof : int
+        Number of degrees of freedom ``n``.
+    kind : {"kinetic-potential", "black-box", "structured"}
+        Model structure (see the module docstring).
+    hidden : tuple of int
+        Hidden widths of every MLP.
+    activation : {"softplus", "tanh", "sigmoid", "swish"}
+        Smooth hidden activation (``convex=True`` requires ``"softplus"``).
+    angular : tuple of bool, length ``n_dof``, optional
+        Which coordinates are angles (fed as ``sin, cos``). Default: none.
+    damping : bool
+        Learn a constant positive-definite viscous damping ``D``; the
+        generalized force ``-D qd`` is added to ``tau``.
+    convex : bool
+        Input-convex kinetic MLP (kind ``"kinetic-potential"`` only).
+    epsilon : float
+        The ``epsilon I`` added to ``M`` by the structured and convex models.
+    dtype : {"float32", "float64"}
+        Weights, computations and outputs.
+    seed : int, optional
+        Seed of the initial weights.
+    name : str, optional
+        Keras model name.
+
+    Attributes
+    ----------
+    n_dof, angular, kind, dtype
+        As given (``angular`` as a tuple of ``n_dof`` bools).
+    """
+
+    def __init__(self, n_dof: int, *, kind: str = "kinetic-potential", hidden=(128, 128),
+                 activation: str = "softplus", angular=None, damping: bool = False,
+                 convex: bool = False, epsilon: float = 1e-4, dtype: str = "float32",
+                 seed: int | None = None, name: str | None = None, **kwargs) -> None:
+        if isinstance(n_dof, bool) or not isinstance(n_dof, (int, np.integer)) or n_dof < 1:
+            raise ValueError(f"n_dof must be a positive integer, got {n_dof!r}")
+        n_dof = int(n_dof)
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+        if isinstance(hidden, (int, np.integer)):
+            raise TypeError(f"hidden must be a tuple of widths, got the integer {hidden!r}")
+        hidden = tuple(int(h) for h in hidden)
+        if not hidden or min(hidden) < 1:
+            raise ValueError(f"hidden must be a non-empty tuple of positive widths, got {hidden!r}")
+        if angular is None:
+            angular = (False,) * n_dof
+        angular = tuple(bool(a) for a in angular)
+        if len(angular) != n_dof:
+            raise ValueError(f"angular must have n_dof = {n_dof} entries, got {len(angular)}: {angular!r}")
+        if convex and kind != "kinetic-potential":
+            raise ValueError(f"convex=True applies to kind 'kinetic-potential' only, got kind {kind!r}")
+        if convex and activation != "softplus":
+            raise ValueError("convex=True needs a convex non-decreasing activation: use "
+                             f"activation='softplus', got {activation!r}")
+        if not (float(epsilon) >= 0.0):
+            raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
+        if dtype not in ("float32", "float64"):
+            raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
+        super().__init__(name=name, dtype=dtype, **kwargs)
+        self.n_dof = n_dof
+        self.kind = kind
+        self.hidden = hidden
+        self.activation_name = activation
+        self._angular = angular
+        self.damping = bool(damping)
+        self.convex = bool(convex)
+        self.epsilon = float(epsilon)
+        self.seed = seed
+        self._np_dtype = np.dtype(dtype)
+
+        # Feature layout: per coordinate one column (linear) or two (sin, cos).
+        n = n_dof
+        n_feat = sum(2 if a else 1 for a in angular)
+        sel_lin = np.zeros((n, n_feat))
+        sel_sin = np.zeros((n, n_feat))
+        sel_cos = np.zeros((n, n_feat))
+        col = 0
+        for i, a in enumerate(angular):
+            if a:
+                sel_sin[i, col], sel_cos[i, col + 1] = 1.0, 1.0
+                col += 2
+            else:
+                sel_lin[i, col] = 1.0
+                col += 1
+        self._n_features = n_feat
+        self._has_linear = not all(angular)
+        self._has_angular = any(angular)
+        self._sel_lin = tf.constant(sel_lin, dtype)
+        self._sel_sin = tf.constant(sel_sin, dtype)
+        self._sel_cos = tf.constant(sel_cos, dtype)
+
+        def stat(name, value):
+            var = self.add_weight(name=name, shape=(n,), initializer="zeros", dtype=dtype,
+                                  trainable=False)
+            var.assign(np.full(n, value, dtype=dtype))
+            return var
+
+        self.q_mean = stat("q_mean", 0.0)
+        self.q_std = stat("q_std", 1.0)
+        self.qd_std = stat("qd_std", 1.0)
+        self.qdd_std = stat("qdd_std", 1.0)
+
+        seeds = np.random.SeedSequence(seed).generate_state(4)
+        common = dict(activation=activation, dtype=dtype)
+        if kind == "kinetic-potential":
+            self.kinetic_net = MLP(n_feat, n, hidden, 1, nonnegative=self.convex,
+                                   seed=int(seeds[0]), name="kinetic", **common)
+            self.potential_net = MLP(n_feat, 0, hidden, 1, seed=int(seeds[1]),
+                                     name="potential", **common)
+        elif kind == "black-box":
+            self.lagrangian_net = MLP(n_feat, n, hidden, 1, seed=int(seeds[0]),
+                                      name="lagrangian", **common)
+        else:
+            self.cholesky_net = MLP(n_feat, 0, hidden, n * (n + 1) // 2, seed=int(seeds[0]),
+                                    name="cholesky", **common)
+            self.potential_net = MLP(n_feat, 0, hidden, 1, seed=int(seeds[1]),
+                                     name="potential", **common)
+        # Lower-triangular assembly: C = diag(softplus(d)) + reshape(off @ S).
+        rows, cols = np.tril_indices(n, -1)
+        scatter = np.zeros((len(rows), n * n))
+        scatter[np.arange(len(rows)), rows * n + cols] = 1.0
+        self._tril_scatter = tf.constant(scatter, dtype)
+        if self.damping:
+            self.damping_diag = self.add_weight(name="damping_diag", shape=(n,),
+                                                initializer="zeros", dtype=dtype)
+            self.damping_diag.assign(np.full(n, _inv_softplus(0.05), dtype=dtype))
+            self.damping_lower = self.add_weight(name="damping_lower", shape=(len(rows),),
+                                                 initializer="zeros", dtype=dtype)
+        object.__setattr__(self, "_functions", {})
+        self.built = True
+
+    # -- configuration -------------------------------------------------------------
+    @property
+    def angular(self) -> tuple[bool, ...]:
+        """Which coordinates are angles, length ``n_dof``."""
+        return self._angular
+
+    def get_config(self) -> dict:
+        """Constructor arguments (Keras serialisation)."""
+        return dict(n_dof=self.n_dof, kind=self.kind, hidden=list(self.hidden),
+                    activation=self.activation_name, angular=list(self._angular),
+                    damping=self.damping, convex=self.convex, epsilon=self.epsilon,
+                    dtype=self.dtype, seed=self.seed, name=self.name)
+
+    @classmethod
+    def from_config(cls, config: dict) -> "LagrangianNetwork":
+        """Rebuild from :meth:`get_config`."""
+        config = dict(config)
+        dtype = config.pop("dtype", "float32")
+        if isinstance(dtype, dict):  # a serialised DTypePolicy
+            dtype = dtype.get("config", {}).get("name", "float32")
+        return cls(config.pop("n_dof"), dtype=dtype, **config)
+
+    def feature_map(self) -> FeatureMap:
+        """The input map of the networks as numpy arrays (see :class:`FeatureMap`)."""
+        a, c = self._linear_map()
+        return FeatureMap(np.asarray(a), np.asarray(self._sel_sin), np.asarray(self._sel_cos),
+                          np.asarray(c), np.asarray(self.qd_std))
+
+    def mlp_layers(self) -> dict[str, list[MLPLayer]]:
+        """Effective layers of every network, for re-implementations.
+
+        Returns
+        -------
+        dict
+            ``{"kinetic", "potential"}`` (kinetic-potential),
+            ``{"lagrangian"}`` (black-box) or ``{"cholesky", "potential"}``
+            (structured): lists of :class:`lnn._mlp.MLPLayer` whose first
+            kernel stacks the rows for the features ``x`` (``F`` rows) over
+            those for ``qd / qd_scale`` (``n`` rows, kinetic and black-box).
+            The cholesky network outputs ``n`` raw diagonal entries (through
+            softplus) then the strictly lower entries in ``numpy.tril_indices(n, -1)``
+            order.
+        """
+        return {net.name: net.layers() for net in self._networks()}
+
+    def damping_matrix(self):
+        """The learned viscous damping ``D``, shape ``(n, n)`` (zeros without damping)."""
+        return self._damping_matrix() if self.damping else tf.zeros(
+            (self.n_dof, self.n_dof), self.dtype)
+
+    def _networks(self):
+        if self.kind == "kinetic-potential":
+            return [self.kinetic_net, self.potential_net]
+        if self.kind == "black-box":
+            return [self.lagrangian_net]
+        return [self.cholesky_net, self.potential_net]
+
+    # -- input scaling ---------------------------------------------------------------
+    def adapt(self, q, qd, qdd=None) -> None:
+        """Set the input scaling from data (non-trainable weights, saved with the model).
+
+        Parameters
+        ----------
+        q, qd : array_like, shape ``(N, n)``
+            Sample states: the mean and standard deviation of the non-angular
+            ``q`` and the standard deviation of ``qd`` (about 0) are stored.
+        qdd : array_like, shape ``(N, n)``, optional
+            Sample accelerations: their standard deviation is stored as
+            ``model.qdd_std`` for loss normalisation (not used by the model).
+        """
+        values = [("q", q), ("qd", qd)] + ([("qdd", qdd)] if qdd is not None else [])
+        arrays = []
+        for name, x in values:
+            arr = np.asarray(x, dtype=np.float64)
+            if arr.ndim != 2 or arr.shape[1] != self.n_dof:
+                raise ValueError(f"{name} must have shape (N, {self.n_dof}), got shape {arr.shape}")
+            if len(arr) < 2:
+                raise ValueError(f"adapt needs at least 2 samples, {name} has {len(arr)}")
+            if not np.all(np.isfinite(arr)):
+                raise ValueError(f"{name} contains NaN or infinite values")
+            arrays.append(arr)
+
+        def spread(x):
+            s = np.sqrt(np.mean(x ** 2, axis=0))
+            return np.where(s > 1e-8, s, 1.0)
+
+        q_arr, qd_arr = arrays[0], arrays[1]
+        mean = np.where(self._angular, 0.0, q_arr.mean(axis=0))
+        std = np.where(self._angular, 1.0, spread(q_arr - mean))
+        self.q_mean.assign(mean.astype(self._np_dtype))
+        self.q_std.assign(std.astype(self._np_dtype))
+        self.qd_std.assign(spread(qd_arr).astype(self._np_dtype))
+        if qdd is not None:
+            self.qdd_std.assign(spread(arrays[2]).astype(self._np_dtype))
+
+    # -- graph mathematics (tensors in, tensors out) ------------------------------------
+    def _linear_map(self):
+        a = self._sel_lin / self.q_std[:, None]
+        c = -tf.linalg.matvec(self._sel_lin, self.q_mean / self.q_std, transpose_a=True)
+        return a, c
+
+    def _features(self, q):
+        x = None
+        if self._has_linear:
+            a, c = self._linear_map()
+            x = tf.matmul(q, a) + c
+        if self._has_angular:
+            trig = tf.matmul(tf.sin(q), self._sel_sin) + tf.matmul(tf.cos(q), self._sel_cos)
+            x = trig if x is None else x + trig
+        return x
+
+    def _feature_tangent(self, q, u):
+        x = None
+        if self._has_linear:
+            x = tf.matmul(u, self._linear_map()[0])
+        if self._has_angular:
+            trig = (tf.matmul(tf.cos(q) * u, self._sel_sin)
+                    - tf.matmul(tf.sin(q) * u, self._sel_cos))
+            x = trig if x is None else x + trig
+        return x
+
+    def _feature_pullback(self, q, g):
+        out = None
+        if self._has_linear:
+            out = tf.matmul(g, self._linear_map()[0], transpose_b=True)
+        if self._has_angular:
+            trig = (tf.cos(q) * tf.matmul(g, self._sel_sin, transpose_b=True)
+                    - tf.sin(q) * tf.matmul(g, self._sel_cos, transpose_b=True))
+            out = trig if out is None else out + trig
+        return out
+
+    def _damping_matrix(self):
+        n = self.n_dof
+        c = tf.linalg.diag(tf.math.softplus(self.damping_diag))
+        if n > 1:
+            c = c + tf.reshape(tf.linalg.matvec(self._tril_scatter, self.damping_lower,
+                                                transpose_a=True), (n, n))
+        return tf.matmul(c, c, transpose_b=True)
+
+    def _structured_mass(self, x):
+        n = self.n_dof
+        raw = self.cholesky_net.forward(x)
+        c = tf.linalg.diag(tf.math.softplus(raw[:, :n]))
+        if n > 1:
+            c = c + tf.reshape(tf.matmul(raw[:, n:], self._tril_scatter), (-1, n, n))
+        m = tf.matmul(c, c, transpose_b=True)
+        return m + self.epsilon * tf.eye(n, dtype=m.dtype)
+
+    def _potential(self, q):
+        if self.kind == "black-box":
+            return -self._black_box_value(q, tf.zeros_like(q))
+        return self.potential_net.forward(self._features(q))[:, 0]
+
+    def _black_box_value(self, q, qd):
+        return self.lagrangian_net.forward(self._features(q), qd / self.qd_std)[:, 0]
+
+    def _kinetic(self, q, qd):
+        if self.kind == "kinetic-potential":
+            t = self.kinetic_net.forward(self._features(q), qd / self.qd_std)[:, 0]
+            if self.convex:
+                t = t + 0.5 * self.epsilon * tf.reduce_sum(qd * qd, axis=-1)
+            return t
+        if self.kind == "black-box":
+            return self._black_box_value(q, qd) - self._black_box_value(q, tf.zeros_like(qd))
+        m = self._structured_mass(self._features(q))
+        return 0.5 * tf.reduce_sum(qd * tf.linalg.matvec(m, qd), axis=-1)
+
+    def _lagrangian(self, q, qd):
+        if self.kind == "black-box":
+            return self._black_box_value(q, qd)
+        return self._kinetic(q, qd) - self._potential(q)
+
+    def _terms(self, q, qd, *, hessian: bool, mixed: bool, grad_q: bool) -> _Terms:
+        """Closed-form derivatives of ``L`` (structured: M direct, rest by autodiff)."""
+        if self.kind == "structured":
+            return self._structured_terms(q, qd, mixed=mixed, grad_q=grad_q)
+        x = self._features(q)
+        scale = self.qd_std
+        net = self.kinetic_net if self.kind == "kinetic-potential" else self.lagrangian_net
+        tangent = self._feature_tangent(q, qd) if mixed else None
+        d = scalar_derivatives(net, x, qd / scale, hessian=hessian, x_tangent=tangent)
+        value = d.value
+        grad_x = d.grad_x
+        grad_qd = d.grad_v / scale
+        mass = d.hessian_v / (scale[:, None] * scale[None, :]) if hessian else None
+        mix = d.mixed_v / scale if mixed else None
+        if self.kind == "kinetic-potential":
+            if self.convex:
+                eps = self.epsilon
+                value = value + 0.5 * eps * tf.reduce_sum(qd * qd, axis=-1)
+                grad_qd = grad_qd + eps * qd
+                if hessian:
+                    mass = mass + eps * tf.eye(self.n_dof, dtype=mass.dtype)
+            if grad_q:
+                v = scalar_derivatives(self.potential_net, x, None, hessian=False)
+                value = value - v.value
+                grad_x = grad_x - v.grad_x
+            else:
+                value = value - self.potential_net.forward(x)[:, 0]
+        gq = self._feature_pullback(q, grad_x) if grad_q else None
+        return _Terms(value, gq, grad_qd, mass, mix)
+
+    def _structured_terms(self, q, qd, *, mixed: bool, grad_q: bool) -> _Terms:
+        def evaluate():
+            m = self._structured_mass(self._features(q))
+            p = tf.linalg.matvec(m, qd)
+            value = 0.5 * tf.reduce_sum(qd * p, axis=-1) - self._potential(q)
+            return m, p, value
+
+        if not (mixed or grad_q):
+            m, p, value = evaluate()
+            return _Terms(value, None, p, m, None)
+        with tf.autodiff.ForwardAccumulator(q, qd) as acc:
+            with tf.GradientTape() as tape:
+                tape.watch(q)
+                m, p, value = evaluate()
+            gq = tape.gradient(value, q)
+        m_dot = acc.jvp(m)
+        return _Terms(value, gq, p, m, tf.linalg.matvec(m_dot, qd))
+
+    def _generalized_force(self, qd, tau):
+        if self.damping:
+            damp = -tf.linalg.matvec(self._damping_matrix(), qd)
+            return damp if tau is None else tau + damp
+        return tau
+
+    def _acceleration_graph(self, q, qd, tau=None, regularize=None):
+        t = self._terms(q, qd, hessian=True, mixed=True, grad_q=True)
+        rhs = t.grad_q - t.mixed
+        force = self._generalized_force(qd, tau)
+        if force is not None:
+            rhs = rhs + force
+        return mechanics.solve_cholesky(t.mass, rhs, regularize)
+
+    def _inverse_dynamics_graph(self, q, qd, qdd):
+        t = self._terms(q, qd, hessian=True, mixed=True, grad_q=True)
+        tau = tf.linalg.matvec(t.mass, qdd) + t.mixed - t.grad_q
+        if self.damping:
+            tau = tau + tf.linalg.matvec(self._damping_matrix(), qd)
+        return tau
+
+    def _mass_matrix_graph(self, q, qd):
+        if self.kind == "structured":
+            return self._structured_mass(self._features(q))
+        return self._terms(q, qd, hessian=True, mixed=False, grad_q=False).mass
+
+    def _energy_graph(self, q, qd):
+        if self.kind == "structured":
+            return self._kinetic(q, qd) + self._potential(q)
+        t = self._terms(q, qd, hessian=False, mixed=False, grad_q=False)
+        return tf.reduce_sum(qd * t.grad_qd, axis=-1) - t.lagrangian
+
+    # -- compiled dispatch ---------------------------------------------------------------
+    _SIGNATURES = {
+        "lagrangian": ("_lagrangian", 2), "kinetic_energy": ("_kinetic", 2),
+        "potential_energy": ("_potential", 1), "mass_matrix": ("_mass_matrix_graph", 2),
+        "acceleration": ("_acceleration_graph", 3), "acceleration_free": ("_acceleration_graph", 2),
+        "inverse_dynamics": ("_inverse_dynamics_graph", 3), "energy": ("_energy_graph", 2),
+    }
+
+    def _function(self, op: str, regularize=None):
+        key = (op, regularize)
+        fn = self._functions.get(key)
+        if fn is None:
+            method, n_args = self._SIGNATURES[op]
+            body = getattr(self, method)
+            if regularize is not None:
+                body = (lambda q, qd, tau, _b=body: _b(q, qd, tau, regularize)) if n_args == 3 \
+                    else (lambda q, qd, _b=body: _b(q, qd, None, regularize))
+            spec = [tf.TensorSpec((None, self.n_dof), self.dtype)] * n_args
+            poly = tf.function(body, input_signature=spec)
+            fn = (poly, poly.get_concrete_function())
+            self._functions[key] = fn
+        return fn[1]
+
+    def tracing_count(self, op: str) -> int:
+        """Number of traces of the compiled ``op`` (0 before its first call).
+
+        Parameters
+        ----------
+        op : str
+            One of ``"lagrangian"``, ``"kinetic_energy"``, ``"potential_energy"``,
+            ``"mass_matrix"``, ``"acceleration"``, ``"acceleration_free"``
+            (without ``tau``), ``"inverse_dynamics"``, ``"energy"``.
+        """
+        if op not in self._SIGNATURES:
+            raise ValueError(f"op must be one of {sorted(self._SIGNATURES)}, got {op!r}")
+        fn = self._functions.get((op, None))
+        return 0 if fn is None else int(fn[0].experimental_get_tracing_count())
+
+    def _prepare(self, *pairs):
+        return mechanics._inputs(list(pairs), tf.as_dtype(self.dtype), n=self.n_dof)
+
+    # -- public mechanics ---------------------------------------------------------------
+    def lagrangian(self, q, qd):
+        """Lagrangian ``L``.
+
+        Parameters
+        ----------
+        q, qd : array_like or tensor, shape ``(B, n)`` or ``(n,)``
+
+        Returns
+        -------
+        tensor, shape ``(B,)`` (scalar for a single state)
+        """
+        (q, qd), single, _ = self._prepare(("q", q), ("qd", qd))
+        if mechanics._is_symbolic(q):
+            return self._lagrangian(q, qd)
+        return mechanics._unbatch(self._function("lagrangian")(q, qd), single)
+
+    def kinetic_energy(self, q, qd):
+        """Kinetic energy ``T``.
+
+        Parameters
+        ----------
+        q, qd : array_like or tensor, shape ``(B, n)`` or ``(n,)``
+
+        Returns
+        -------
+        tensor, shape ``(B,)`` (scalar for a single state)
+        """
+        (q, qd), single, _ = self._prepare(("q", q), ("qd", qd))
+        if mechanics._is_symbolic(q):
+            return self._kinetic(q, qd)
+        return mechanics._unbatch(self._function("kinetic_energy")(q, qd), single)
+
+    def potential_energy(self, q):
+        """Potential energy ``V``.
+
+        Parameters
+        ----------
+        q : array_like or tensor, shape ``(B, n)`` or ``(n,)``
+
+        Returns
+        -------
+        tensor, shape ``(B,)`` (scalar for a single state)
+        """
+        (q,), single, _ = self._prepare(("q", q))
+        if mechanics._is_symbolic(q):
+            return self._potential(q)
+        return mechanics._unbatch(self._function("potential_energy")(q), single)
+
+    def mass_matrix(self, q, qd=None):
+        """Mass matrix ``M = d2T/dqd2`` (closed form).
+
+        Parameters
+        ----------
+        q : array_like or tensor, shape ``(B, n)`` or ``(n,)``
+        qd : array_like or tensor, same shape, optional
+            Needed unless ``kind == "structured"`` (where ``M`` depends on
+            ``q`` only); default zeros.
+
+        Returns
+        -------
+        tensor, shape ``(B, n, n)`` (``(n, n)`` for a single state)
+        """
+        if qd is None:
+            qd = tf.zeros_like(q) if tf.is_tensor(q) else np.zeros_like(np.asarray(q, float))
+        (q, qd), single, _ = self._prepare(("q", q), ("qd", qd))
+        if mechanics._is_symbolic(q):
+            return self._mass_matrix_graph(q, qd)
+        return mechanics._unbatch(self._function("mass_matrix")(q, qd), single)
+
+    def acceleration(self, q, qd, tau=None, *, regularize: float | None = None):
+        """Forward dynamics ``qdd = M^{-1} (dL/dq - (d2L/dqd dq) qd + tau - D qd)``.
+
+        Parameters
+        ----------
+        q, qd : array_like or tensor, shape ``(B, n)`` or ``(n,)``
+        tau : array_like or tensor, same shape, optional
+            Generalized forces (default zero).
+        regularize : float, optional
+            Solve with ``M + regularize I`` (explicit, caller-chosen). Default:
+            none; a mass matrix that is not positive definite raises.
+
+        Returns
+        -------
+        tensor, shape ``(B, n)`` (``(n,)`` for a single state)
+
+        Raises
+        ------
+        lnn.mechanics.MassMatrixError
+            (a ``ValueError``) naming how many samples have a mass matrix that is
+            not positive definite and the smallest eigenvalue.
+        """
+        (q, qd, tau), single, _ = self._prepare(("q", q), ("qd", qd), ("tau", tau))
+        if mechanics._is_symbolic(q):
+            return self._acceleration_graph(q, qd, tau, regularize)
+        if regularize is not None:
+            regularize = float(regularize)
+        if tau is None:
+            fn, args = self._function("acceleration_free", regularize), (q, qd)
+        else:
+            fn, args = self._function("acceleration", regularize), (q, qd, tau)
+        qdd = mechanics.call_checked(fn, args, lambda: self._function("mass_matrix")(q, qd),
+                                     regularize)
+        return mechanics._unbatch(qdd, single)
+
+    def numpy_acceleration(self, q, qd, tau=None) -> np.ndarray:
+        """:meth:`acceleration` as a numpy array (the integrator's hot path).
+
+        Parameters
+        ----------
+        q, qd : array_like, shape ``(B, n)`` or ``(n,)``
+        tau : array_like, same shape, optional
+
+        Returns
+        -------
+        numpy.ndarray, shape ``(B, n)`` (``(n,)`` for a single state), model dtype
+        """
+        return self.acceleration(q, qd, tau).numpy()
+
+    def inverse_dynamics(self, q, qd, qdd):
+        """Inverse dynamics ``tau = M qdd + (d2L/dqd dq) qd - dL/dq + D qd``.
+
+        Parameters
+        ----------
+        q, qd, qdd : array_like or tensor, shape ``(B, n)`` or ``(n,)``
+
+        Returns
+        -------
+        tensor, shape ``(B, n)`` (``(n,)`` for a single state)
+            The generalized force that produces ``qdd``.
+        """
+        (q, qd, qdd), single, _ = self._prepare(("q", q), ("qd", qd), ("qdd", qdd))
+        if mechanics._is_symbolic(q):
+            return self._inverse_dynamics_graph(q, qd, qdd)
+        return mechanics._unbatch(self._function("inverse_dynamics")(q, qd, qdd), single)
+
+    def energy(self, q, qd):
+        """Energy ``E = qd . dL/dqd - L``.
+
+        Parameters
+        ----------
+        q, qd : array_like or tensor, shape ``(B, n)`` or ``(n,)``
+
+        Returns
+        -------
+        tensor, shape ``(B,)`` (scalar for a single state)
+        """
+        (q, qd), single, _ = self._prepare(("q", q), ("qd", qd))
+        if mechanics._is_symbolic(q):
+            return self._energy_graph(q, qd)
+        return mechanics._unbatch(self._function("energy")(q, qd), single)
+
+    def energy_rate(self, q, qd, qdd):
+        """``dE/dt`` along ``(qd, qdd)`` by automatic differentiation.
+
+        Parameters
+        ----------
+        q, qd, qdd : array_like or tensor, shape ``(B, n)`` or ``(n,)``
+
+        Returns
+        -------
+        tensor, shape ``(B,)`` (scalar for a single state)
+        """
+        return mechanics.energy_rate(self._lagrangian, q, qd, qdd, dtype=self.dtype)
+
+    def power_balance(self, q, qd, tau=None) -> PowerBalance:
+        """Check ``dE/dt = qd . (tau - D qd)`` along the model's own accelerations.
+
+        Parameters
+        ----------
+        q, qd : array_like, shape ``(B, n)``
+        tau : array_like, shape ``(B, n)``, optional
+
+        Returns
+        -------
+        lnn.mechanics.PowerBalance
+            ``input_power`` includes the damping power ``-qd . D qd``; the
+            residual is zero up to rounding for a well-conditioned ``M``.
+        """
+        q_arr = np.atleast_2d(np.asarray(q, np.float64))
+        qd_arr = np.atleast_2d(np.asarray(qd, np.float64))
+        qdd = self.acceleration(q_arr, qd_arr, tau).numpy()
+        force = np.zeros_like(qd_arr) if tau is None else np.atleast_2d(np.asarray(tau, np.float64))
+        if self.damping:
+            force = force - qd_arr @ np.asarray(self._damping_matrix(), np.float64).T
+        return mechanics.power_balance(self._lagrangian, q_arr, qd_arr, qdd, force, dtype=self.dtype)
+
+    def mass_matrix_health(self, q, qd=None) -> MassMatrixHealth:
+        """Health report of ``M`` on a batch of states.
+
+        Parameters
+        ----------
+        q : array_like, shape ``(B, n)``
+        qd : array_like, shape ``(B, n)``, optional
+
+        Returns
+        -------
+        lnn.mechanics.MassMatrixHealth
+            Smallest eigenvalue, condition numbers, fraction of samples that
+            are not positive definite.
+        """
+        return mechanics.mass_matrix_health(self.mass_matrix(q, qd))
+
+    # -- Keras ------------------------------------------------------------------------------
+    def call(self, inputs):
+        """Accelerations for Keras: ``inputs = (q, qd)`` or ``(q, qd, tau)``, each ``(B, n)``.
+
+        Returns
+        -------
+        tensor, shape ``(B, n)``
+        """
+        if not isinstance(inputs, (tuple, list)) or len(inputs) not in (2, 3):
+            raise ValueError("inputs must be a tuple (q, qd) or (q, qd, tau), got "
+                             f"{type(inputs).__name__} of length "
+                             f"{len(inputs) if isinstance(inputs, (tuple, list)) else 'n/a'}")
+        dtype = tf.as_dtype(self.dtype)
+        q, qd = (tf.cast(x, dtype) for x in inputs[:2])
+        tau = tf.cast(inputs[2], dtype) if len(inputs) == 3 and inputs[2] is not None else None
+        return self._acceleration_graph(q, qd, tau)
+
+
+def load_model(path) -> LagrangianNetwork:
+    """Load a :class:`LagrangianNetwork` saved with ``model.save(path)``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.keras`` file.
+
+    Returns
+    -------
+    LagrangianNetwork
+        With the saved configuration and bit-identical weights.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    ValueError
+        If it is not a Keras archive of a ``LagrangianNetwork``.
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no such model file: {path!r}")
+    if not path.endswith(".keras") or not zipfile.is_zipfile(path):
+        raise ValueError(f"{path!r} is not a Keras '.keras' model archive")
+    try:
+        model = keras.saving.load_model(
+            path, custom_objects={"LagrangianNetwork": LagrangianNetwork, "MLP": MLP})
+    except Exception as exc:  # Keras raises many types for foreign archives
+        raise ValueError(f"cannot load {path!r} as an lnn model: {exc}") from exc
+    if not isinstance(model, LagrangianNetwork):
+        raise ValueError(f"{path!r} holds a {type(model).__name__}, not an lnn LagrangianNetwork")
+    return model
