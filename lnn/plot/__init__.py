@@ -25,9 +25,12 @@ Importing this module is light: matplotlib is imported when a function runs.
 ==============================  ===============================================
 """
 
+from lnn.plot._animation import Animation, animate, save_animation
+from lnn.plot._history import HistoryPlot, history
 from lnn.plot._mechanics import (MassMatrixPlot, PotentialPlot, TorqueDecomposition, TorquePlot,
                                  mass_matrix, potential, torque_decomposition, torques)
 from lnn.plot._pair import RolloutPair
+from lnn.plot._paper import PaperFigure, paper_figure
 from lnn.plot._series import (EnergyErrorPlot, PhasePlot, RolloutErrorPlot, TrajectoryPlot,
                               energy_error, phase_portraits, rollout_error, trajectories)
 from lnn.plot._style import (COLUMN_WIDTH, LEARNED_COLOR, PAGE_WIDTH, PALETTE, TRUE_COLOR,
@@ -40,5 +43,6 @@ __all__ = [
     "TrajectoryPlot", "PhasePlot", "EnergyErrorPlot", "RolloutErrorPlot",
     "mass_matrix", "potential", "torques", "torque_decomposition",
     "MassMatrixPlot", "PotentialPlot", "TorquePlot", "TorqueDecomposition",
-    "RolloutPair",
+    "history", "HistoryPlot", "animate", "save_animation", "Animation",
+    "paper_figure", "PaperFigure", "RolloutPair",
 ]

@@ -152,6 +152,15 @@ def _draw_batch(ax, t, values, *, color, linestyle, summary, label, center="medi
     return artists
 
 
+def _label_color(label: str, k: int) -> str:
+    """Black for "true", vermillion for "learned", else the k-th palette colour."""
+    fixed = {"true": TRUE_COLOR, "learned": LEARNED_COLOR}
+    if label in fixed:
+        return fixed[label]
+    others = [c for c in PALETTE.values() if c not in fixed.values()]
+    return others[k % len(others)]
+
+
 def _figure(fig, width, height):
     return new_figure(width, height) if fig is None else fig
 
@@ -346,7 +355,6 @@ def energy_error(rollouts, *, reference: Trajectory | None = None, system=None,
     errors, lines = {}, {}
     with style():
         fig, ax = _axes(ax)
-        colors = list(PALETTE.values())
         for k, (label, trajectory) in enumerate(rollouts.items()):
             if reference is not None:
                 error = metrics.energy_error(system, trajectory, reference, scale=scale).error
@@ -356,7 +364,7 @@ def energy_error(rollouts, *, reference: Trajectory | None = None, system=None,
                 error = np.abs(energy - energy[:, :1]) / norm
             errors[label] = error
             lines[label] = _draw_batch(
-                ax, trajectory.t, np.where(error > 0, error, np.nan), color=colors[k % len(colors)],
+                ax, trajectory.t, np.where(error > 0, error, np.nan), color=_label_color(label, k),
                 linestyle="-", summary=_summary(summary, trajectory.n_trajectories), label=label)
         ax.set_yscale("log")
         ax.set_xlim(trajectory.t[0], trajectory.t[-1])
@@ -414,12 +422,11 @@ def rollout_error(true: Trajectory, learned, *, threshold: float = 0.1, angular=
     errors, lines, valid = {}, {}, {}
     with style():
         fig, ax = _axes(ax)
-        colors = [LEARNED_COLOR] + [c for c in PALETTE.values() if c not in (LEARNED_COLOR, TRUE_COLOR)]
         for k, (label, rollout) in enumerate(learned.items()):
             _checks.check_pair(true, rollout, f"learned[{label!r}]")
             measured = metrics.rollout_error(rollout, true, threshold=threshold, angular=flags)
             errors[label] = measured.relative
-            color = colors[k % len(colors)]
+            color = _label_color(label, k)
             drawn = _draw_batch(ax, true.t, np.where(measured.relative > 0, measured.relative, np.nan),
                                 color=color, linestyle="-",
                                 summary=_summary(summary, true.n_trajectories), label=label,
@@ -429,9 +436,10 @@ def rollout_error(true: Trajectory, learned, *, threshold: float = 0.1, angular=
             right = at > 0.5 * (true.t[0] + true.t[-1])
             drawn.append(ax.axvline(at, color=color, linestyle=":", linewidth=1.0))
             drawn.append(ax.annotate(
-                f"$t_\\mathrm{{valid}}$ = {valid[label]:.2g} s", (at, threshold),
-                xytext=(-3 if right else 3, -10 - 9 * k), textcoords="offset points",
-                ha="right" if right else "left", color=color, fontsize="small"))
+                f"$t_\\mathrm{{valid}}$ = {valid[label]:.2g} s", (at, 1.0),
+                xycoords=ax.get_xaxis_transform(), xytext=(-3 if right else 3, -3 - 9 * k),
+                textcoords="offset points", ha="right" if right else "left", va="top",
+                color=color, fontsize="small"))
             lines[label] = drawn
         ax.axhline(threshold, color=TRUE_COLOR, linestyle=":", linewidth=0.6)
         ax.set_yscale("log")
