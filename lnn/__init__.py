@@ -18,6 +18,7 @@ from lnn._version import __version__
 from lnn.system import MechanicalSystem
 from lnn.trajectory import Trajectory
 from lnn.integrate import IntegrationError, rollout
+from lnn.data import Dataset, DatasetSplit, Derivatives, estimate_derivatives, generate
 
 __all__ = [
     "__version__",
@@ -25,6 +26,11 @@ __all__ = [
     "Trajectory",
     "rollout",
     "IntegrationError",
+    "generate",
+    "Dataset",
+    "DatasetSplit",
+    "Derivatives",
+    "estimate_derivatives",
     "LagrangianNetwork",
     "load_model",
     "mechanics",

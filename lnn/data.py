@@ -1,0 +1,818 @@
+"""Datasets of trajectories: generation, ``.npz`` storage, splits, derivatives from positions.
+
+A :class:`Dataset` is a flat table of ``N`` samples ``(t, q, qd, qdd, tau)``
+with the id of the trajectory each sample belongs to, plus the name and
+parameters of the system that produced it. :func:`generate` fills one with
+rollouts of a true system (:func:`lnn.rollout`); :meth:`Dataset.from_positions`
+builds one from logged positions only, estimating ``qd`` and ``qdd`` with
+:func:`estimate_derivatives` (Savitzky–Golay filters or splines).
+
+Excitation torques for robots come from :class:`Sinusoids`: per trajectory and
+joint, a random sum of sinusoids ``tau_j(t) = A_j sum_k c_k sin(2 pi f_k t +
+phi_k)`` with weights ``c_k >= 0`` summing to one (so ``|tau_j| <= A_j``),
+frequencies ``f_k`` uniform in a band (0.1–2 Hz by default) and phases
+uniform in ``[0, 2 pi)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from lnn.integrate import rollout
+from lnn.trajectory import Trajectory
+
+__all__ = [
+    "Dataset",
+    "DatasetSplit",
+    "Derivatives",
+    "Sinusoids",
+    "estimate_derivatives",
+    "generate",
+    "sum_of_sinusoids",
+]
+
+_KIND = "dataset"
+_ARRAYS = ("t", "q", "qd", "qdd", "tau", "trajectory", "energy")
+#: Default frequency band (Hz) and number of components of the sinusoid excitation.
+DEFAULT_FREQUENCIES = (0.1, 2.0)
+DEFAULT_COMPONENTS = 5
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """``N`` samples of trajectories of one mechanical system.
+
+    Attributes
+    ----------
+    t : ndarray, shape ``(N,)``
+        Sample times (s), strictly increasing within each trajectory.
+    q, qd, qdd, tau : ndarray, shape ``(N, n)``
+        Coordinates, velocities, accelerations and generalized forces.
+    trajectory : ndarray of int, shape ``(N,)``
+        Id of the trajectory each sample belongs to.
+    energy : ndarray, shape ``(N,)``
+        The true system's energy at each sample (NaN where unknown, e.g. for
+        logged data); ``None`` on construction means unknown.
+    system : str
+        Name of the system (e.g. ``"double-pendulum"``), ``""`` if unknown.
+    parameters : dict
+        JSON-serialisable parameters that rebuild the system with
+        ``simulations.make_system(system, **parameters)``.
+    angular : tuple of bool, length ``n``
+        Which coordinates are angles; ``()`` on construction means none.
+    dt : float
+        Sampling interval (s) when uniform, NaN otherwise.
+
+    Raises
+    ------
+    ValueError
+        If the arrays' shapes disagree or contain NaN/inf, or ``angular`` has
+        the wrong length.
+    """
+
+    t: np.ndarray
+    q: np.ndarray
+    qd: np.ndarray
+    qdd: np.ndarray
+    tau: np.ndarray
+    trajectory: np.ndarray
+    energy: np.ndarray | None = None
+    system: str = ""
+    parameters: dict = field(default_factory=dict)
+    angular: tuple = ()
+    dt: float = math.nan
+
+    def __post_init__(self) -> None:
+        t = _float_array(self.t, "t")
+        q = _float_array(self.q, "q")
+        if t.ndim != 1:
+            raise ValueError(f"Dataset.t must have shape (N,); got shape {t.shape}")
+        N = t.shape[0]
+        if q.ndim != 2 or q.shape[0] != N or q.shape[1] < 1:
+            raise ValueError(f"Dataset.q must have shape (N={N}, n); got shape {q.shape}")
+        arrays = {"t": t, "q": q}
+        for name in ("qd", "qdd", "tau"):
+            arrays[name] = _float_array(getattr(self, name), name)
+            if arrays[name].shape != q.shape:
+                raise ValueError(
+                    f"Dataset.{name} must have the shape of q, {q.shape}; got shape "
+                    f"{arrays[name].shape}"
+                )
+        for name, array in arrays.items():
+            if not np.isfinite(array).all():
+                raise ValueError(f"Dataset.{name} contains NaN or infinite values")
+        trajectory = np.asarray(self.trajectory)
+        if trajectory.shape != (N,) or not (
+                trajectory.size == 0 or np.issubdtype(trajectory.dtype, np.integer)):
+            raise ValueError(
+                f"Dataset.trajectory must be integer ids of shape (N={N},); got shape "
+                f"{trajectory.shape} and dtype {trajectory.dtype}"
+            )
+        energy = (np.full(N, np.nan) if self.energy is None
+                  else _float_array(self.energy, "energy"))
+        if energy.shape != (N,):
+            raise ValueError(f"Dataset.energy must have shape (N={N},); got shape {energy.shape}")
+        n = q.shape[1]
+        angular = tuple(bool(a) for a in self.angular) if len(self.angular) else (False,) * n
+        if len(angular) != n:
+            raise ValueError(f"Dataset.angular must have {n} entries; got {self.angular!r}")
+        for name, array in arrays.items():
+            object.__setattr__(self, name, array)
+        object.__setattr__(self, "trajectory", trajectory.astype(np.int64))
+        object.__setattr__(self, "energy", energy)
+        object.__setattr__(self, "angular", angular)
+        object.__setattr__(self, "parameters", _jsonable(dict(self.parameters)))
+        object.__setattr__(self, "dt", float(self.dt) if self.dt is not None else math.nan)
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def n_dof(self) -> int:
+        """Number of degrees of freedom ``n``."""
+        return self.q.shape[1]
+
+    @property
+    def trajectory_ids(self) -> np.ndarray:
+        """The distinct trajectory ids, sorted, shape ``(n_trajectories,)``."""
+        return np.unique(self.trajectory)
+
+    @property
+    def n_trajectories(self) -> int:
+        """Number of distinct trajectories."""
+        return int(self.trajectory_ids.shape[0])
+
+    def __len__(self) -> int:
+        """Number of samples ``N``."""
+        return self.t.shape[0]
+
+    # -------------------------------------------------------------- selection
+    def subset(self, trajectory_ids) -> "Dataset":
+        """The samples of the given trajectories, in their original order.
+
+        Parameters
+        ----------
+        trajectory_ids : array_like of int, shape ``(k,)``
+            Ids to keep; ids absent from the dataset raise.
+
+        Returns
+        -------
+        Dataset
+        """
+        ids = np.asarray(trajectory_ids, dtype=np.int64).reshape(-1)
+        missing = np.setdiff1d(ids, self.trajectory_ids)
+        if missing.size:
+            raise ValueError(f"trajectory_ids {missing.tolist()} are not in this dataset")
+        keep = np.isin(self.trajectory, ids)
+        return Dataset(
+            t=self.t[keep], q=self.q[keep], qd=self.qd[keep], qdd=self.qdd[keep],
+            tau=self.tau[keep], trajectory=self.trajectory[keep], energy=self.energy[keep],
+            system=self.system, parameters=self.parameters, angular=self.angular, dt=self.dt,
+        )
+
+    def split(self, *, fractions=(0.8, 0.1, 0.1), seed: int = 0) -> "DatasetSplit":
+        """Split by trajectory into disjoint training, validation and test sets.
+
+        Trajectories (never single samples) are shuffled with ``seed`` and cut
+        in the given proportions, so no trajectory leaks across the parts.
+
+        Parameters
+        ----------
+        fractions : sequence of 3 floats
+            Non-negative proportions of trajectories for (train, validation,
+            test), summing to 1. A part with a positive fraction gets at least
+            one trajectory.
+        seed : int
+            Seed of the shuffle; the same seed gives the same split.
+
+        Returns
+        -------
+        DatasetSplit
+
+        Raises
+        ------
+        ValueError
+            For invalid fractions, or fewer trajectories than parts with a
+            positive fraction.
+        """
+        fractions = np.asarray(fractions, dtype=np.float64)
+        if fractions.shape != (3,) or not np.isfinite(fractions).all() or (fractions < 0).any() \
+                or abs(fractions.sum() - 1.0) > 1e-9:
+            raise ValueError(
+                f"fractions must be 3 non-negative numbers summing to 1; got {fractions.tolist()}"
+            )
+        ids = self.trajectory_ids
+        K = ids.shape[0]
+        wanted = int((fractions > 0).sum())
+        if K < wanted:
+            raise ValueError(
+                f"cannot split {K} trajectory(ies) into {wanted} non-empty parts "
+                f"(fractions {fractions.tolist()})"
+            )
+        counts = _apportion(fractions, K)
+        shuffled = np.random.default_rng(seed).permutation(ids)
+        bounds = np.concatenate([[0], np.cumsum(counts)])
+        train, validation, test = (self.subset(np.sort(shuffled[a:b]))
+                                   for a, b in zip(bounds[:-1], bounds[1:]))
+        return DatasetSplit(train=train, validation=validation, test=test)
+
+    # ---------------------------------------------------------- trajectories
+    def trajectories(self) -> list[Trajectory]:
+        """One :class:`lnn.Trajectory` (``B = 1``) per trajectory id, in id order.
+
+        Returns
+        -------
+        list of Trajectory
+            Each with ``t (T_i,)``, ``q, qd, qdd, tau (1, T_i, n)``,
+            ``energy (1, T_i)``; the id is in ``metadata["trajectory_id"]``.
+        """
+        result = []
+        for i, rows in _groups(self.trajectory):
+            result.append(Trajectory(
+                t=self.t[rows], q=self.q[rows][None], qd=self.qd[rows][None],
+                qdd=self.qdd[rows][None], tau=self.tau[rows][None],
+                energy=self.energy[rows][None],
+                metadata={"system": self.system, "trajectory_id": int(i)},
+            ))
+        return result
+
+    def as_trajectory(self) -> Trajectory:
+        """All trajectories as one batch ``(B, T, n)`` on their common time grid.
+
+        Returns
+        -------
+        Trajectory
+            Batch in id order; ``metadata["trajectory_ids"]`` lists the ids.
+
+        Raises
+        ------
+        ValueError
+            If the trajectories do not share one time grid.
+        """
+        parts = self.trajectories()
+        if not parts:
+            raise ValueError("the dataset is empty: it has no trajectory")
+        t = parts[0].t
+        for part in parts[1:]:
+            if part.t.shape != t.shape or not np.array_equal(part.t, t):
+                raise ValueError(
+                    f"trajectories {parts[0].metadata['trajectory_id']} and "
+                    f"{part.metadata['trajectory_id']} have different time grids "
+                    f"({t.shape[0]} and {part.t.shape[0]} samples); use trajectories() instead"
+                )
+        stack = {name: np.concatenate([getattr(p, name) for p in parts])
+                 for name in ("q", "qd", "qdd", "tau", "energy")}
+        return Trajectory(t=t, **stack, metadata={
+            "system": self.system, "trajectory_ids": self.trajectory_ids.tolist()})
+
+    @classmethod
+    def from_trajectory(cls, trajectory: Trajectory, *, system: str = "",
+                        parameters: dict | None = None, angular=()) -> "Dataset":
+        """Flatten a batch of trajectories ``(B, T, n)`` into a dataset of ``B T`` samples.
+
+        Parameters
+        ----------
+        trajectory : Trajectory
+            ``t (T,)``, ``q, qd, qdd, tau (B, T, n)``, ``energy (B, T)``.
+        system : str, optional
+            Name of the system that produced it.
+        parameters : dict, optional
+            Its parameters (JSON-serialisable).
+        angular : tuple of bool, optional
+            Which coordinates are angles.
+
+        Returns
+        -------
+        Dataset
+            Trajectory ids ``0 .. B-1``; ``dt`` is the grid spacing when uniform.
+        """
+        if not isinstance(trajectory, Trajectory):
+            raise TypeError(f"trajectory must be an lnn.Trajectory; got {type(trajectory).__name__}")
+        B, T, n = trajectory.q.shape
+        return cls(
+            t=np.tile(trajectory.t, B),
+            q=trajectory.q.reshape(B * T, n), qd=trajectory.qd.reshape(B * T, n),
+            qdd=trajectory.qdd.reshape(B * T, n), tau=trajectory.tau.reshape(B * T, n),
+            trajectory=np.repeat(np.arange(B), T), energy=trajectory.energy.reshape(B * T),
+            system=system, parameters=parameters or {}, angular=angular,
+            dt=_uniform_step(trajectory.t),
+        )
+
+    @classmethod
+    def from_positions(cls, t, q, *, trajectory=None, tau=None, method: str = "savgol",
+                       window: int | None = None, order: int | None = None,
+                       smoothing: float | None = None, system: str = "",
+                       parameters: dict | None = None, angular=()) -> "Dataset":
+        """Build a dataset from logged positions, estimating ``qd`` and ``qdd``.
+
+        Parameters
+        ----------
+        t : array_like, shape ``(N,)``
+            Sample times, strictly increasing within each trajectory.
+        q : array_like, shape ``(N, n)``
+            Logged coordinates.
+        trajectory : array_like of int, shape ``(N,)``, optional
+            Trajectory ids; ``None`` means one trajectory.
+        tau : array_like, shape ``(N, n)``, optional
+            Logged generalized forces; ``None`` means none applied (zeros).
+        method, window, order, smoothing
+            Passed to :func:`estimate_derivatives`, trajectory by trajectory.
+        system, parameters, angular
+            As in :class:`Dataset`.
+
+        Returns
+        -------
+        Dataset
+            With ``energy`` unknown (NaN).
+        """
+        t = _float_array(t, "t")
+        q = _float_array(q, "q")
+        if t.ndim != 1 or q.ndim != 2 or q.shape[0] != t.shape[0]:
+            raise ValueError(
+                f"t must have shape (N,) and q shape (N, n); got shapes {t.shape} and {q.shape}"
+            )
+        N = t.shape[0]
+        ids = np.zeros(N, dtype=np.int64) if trajectory is None else np.asarray(trajectory)
+        if ids.shape != (N,) or not np.issubdtype(ids.dtype, np.integer):
+            raise ValueError(f"trajectory must be integer ids of shape ({N},); got shape {ids.shape}")
+        tau = np.zeros_like(q) if tau is None else _float_array(tau, "tau")
+        qd, qdd = np.empty_like(q), np.empty_like(q)
+        steps = []
+        for i, rows in _groups(ids):
+            if rows.shape[0] > 1 and not (np.diff(t[rows]) > 0).all():
+                raise ValueError(f"t must be strictly increasing within trajectory {int(i)}")
+            estimate = estimate_derivatives(t[rows], q[rows], method=method, window=window,
+                                            order=order, smoothing=smoothing)
+            qd[rows], qdd[rows] = estimate.qd, estimate.qdd
+            steps.append(_uniform_step(t[rows]))
+        dt = steps[0] if steps and all(s == steps[0] for s in steps) else math.nan
+        return cls(t=t, q=q, qd=qd, qdd=qdd, tau=tau, trajectory=ids, system=system,
+                   parameters=parameters or {}, angular=angular, dt=dt)
+
+    # --------------------------------------------------------------------- I/O
+    def save(self, path, *, overwrite: bool = False) -> None:
+        """Write the dataset to an ``.npz`` file (format-versioned, no pickle).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            Destination ending in ``.npz``; its directory must exist.
+        overwrite : bool
+            Replace an existing file.
+
+        Raises
+        ------
+        FileExistsError
+            If ``path`` exists and ``overwrite`` is false.
+        """
+        from lnn._io import write_npz
+
+        write_npz(path, {name: getattr(self, name) for name in _ARRAYS}, kind=_KIND,
+                  metadata={"system": self.system, "parameters": self.parameters,
+                            "angular": list(self.angular),
+                            "dt": None if math.isnan(self.dt) else self.dt},
+                  overwrite=overwrite)
+
+    @classmethod
+    def load(cls, path) -> "Dataset":
+        """Read a dataset written by :meth:`save`.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+
+        Returns
+        -------
+        Dataset
+
+        Raises
+        ------
+        FileNotFoundError
+            If the file does not exist.
+        ValueError
+            If it is not an lnn dataset file of this format version, or its
+            contents are inconsistent (the message names the file).
+        """
+        from lnn._io import read_npz
+
+        arrays, metadata = read_npz(path, kind=_KIND, required=_ARRAYS)
+        try:
+            return cls(**{name: arrays[name] for name in _ARRAYS},
+                       system=str(metadata.get("system", "")),
+                       parameters=metadata.get("parameters") or {},
+                       angular=tuple(metadata.get("angular") or ()),
+                       dt=metadata.get("dt"))
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"{str(path)!r} holds an invalid dataset: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class DatasetSplit:
+    """A split of a :class:`Dataset` by trajectory.
+
+    Attributes
+    ----------
+    train, validation, test : Dataset
+        Disjoint sets of whole trajectories.
+    """
+
+    train: Dataset
+    validation: Dataset
+    test: Dataset
+
+
+# ------------------------------------------------------------------- generation
+
+
+def generate(system, *, n_trajectories: int, duration: float, dt: float, seed: int,
+             tau=None, amplitude=None, frequencies=DEFAULT_FREQUENCIES,
+             n_components: int = DEFAULT_COMPONENTS, method: str = "DOP853",
+             rtol: float = 1e-8, atol: float = 1e-10, batch_size: int = 256,
+             progress: Callable[..., None] | None = None) -> Dataset:
+    """Roll out random initial states of a system and sample them every ``dt``.
+
+    Parameters
+    ----------
+    system : MechanicalSystem
+        Must also have ``sample_state(n, rng=...)`` (returning ``.q, .qd`` of
+        shape ``(n, n_dof)``); ``name`` and ``parameters()`` are recorded
+        when present.
+    n_trajectories : int
+        Number of trajectories ``B``.
+    duration : float
+        Length of each trajectory (s); the samples are ``0, dt, ..., T dt``
+        with ``T = round(duration / dt)``.
+    dt : float
+        Sampling interval (s); the solver's steps are adaptive and independent.
+    seed : int
+        Seeds the initial states and the excitation: equal seeds give equal
+        datasets.
+    tau : None, "sinusoids", callable or array_like, optional
+        ``None``: unforced. ``"sinusoids"``: random sums of sinusoids per
+        trajectory and joint (:class:`Sinusoids`, with ``amplitude``,
+        ``frequencies`` and ``n_components``). A callable ``tau(t, q, qd) ->
+        (b, n)`` (a controller, called on batches of at most ``batch_size``).
+        An array ``(T + 1, n)`` or ``(n_trajectories, T + 1, n)`` sampled on
+        the output grid and interpolated linearly.
+    amplitude : float or array_like ``(n,)``, optional
+        Peak torque per joint of the sinusoids. ``None`` scales it to the
+        system: ``0.5 max|g_j(q)| + 5 s^-2 max M_jj(q)`` over the sampled
+        initial states, with ``g`` the gravity torque ``inverse_dynamics(q, 0, 0)``.
+    frequencies : (float, float)
+        Frequency band (Hz) of the sinusoids.
+    n_components : int
+        Number of sinusoids per joint.
+    method, rtol, atol
+        Passed to :func:`lnn.rollout`.
+    batch_size : int
+        Trajectories integrated together as one ODE state; smaller batches
+        let each trajectory keep its own step size, larger ones cut Python
+        overhead.
+    progress : callable, optional
+        ``progress(done, total)`` in trajectories (fractional within a batch).
+
+    Returns
+    -------
+    Dataset
+        ``N = n_trajectories (T + 1)`` samples with ids ``0 .. B-1``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        For invalid arguments (named in the message).
+    lnn.integrate.IntegrationError
+        If a rollout fails.
+    """
+    B = _positive_int(n_trajectories, "n_trajectories")
+    batch_size = _positive_int(batch_size, "batch_size")
+    for name, value in (("duration", duration), ("dt", dt)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+                or not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a finite number > 0; got {value!r}")
+    steps = int(round(duration / dt))
+    if steps < 1:
+        raise ValueError(f"duration must be at least dt; got duration={duration!r}, dt={dt!r}")
+    if not hasattr(system, "sample_state"):
+        raise TypeError(f"system must have sample_state(n, rng=...); {type(system).__name__} has not")
+    t = np.arange(steps + 1) * float(dt)
+    rng = np.random.default_rng(seed)
+    state = system.sample_state(B, rng=rng)
+    q0 = np.asarray(state.q, dtype=np.float64)
+    qd0 = np.asarray(state.qd, dtype=np.float64)
+    n = system.n_dof
+    if isinstance(tau, str):
+        if tau != "sinusoids":
+            raise ValueError(f"tau must be None, 'sinusoids', a callable or an array; got {tau!r}")
+        if amplitude is None:
+            amplitude = _default_amplitude(system, q0)
+        tau = Sinusoids.random(B, n, amplitude=amplitude, frequencies=frequencies,
+                               n_components=n_components, rng=rng)
+    elif tau is not None and not callable(tau):
+        tau = np.asarray(tau, dtype=np.float64)
+        if tau.shape == (t.shape[0], n):
+            tau = np.broadcast_to(tau, (B,) + tau.shape)
+        if tau.shape != (B, t.shape[0], n):
+            raise ValueError(
+                f"tau must have shape (T, n) = ({t.shape[0]}, {n}) or (n_trajectories, T, n) = "
+                f"({B}, {t.shape[0]}, {n}); got shape {tau.shape}"
+            )
+    chunks = []
+    for start in range(0, B, batch_size):
+        stop = min(start + batch_size, B)
+        if isinstance(tau, (Sinusoids, np.ndarray)):
+            chunk_tau = tau[start:stop]
+        else:
+            chunk_tau = tau
+        chunk_progress = None
+        if progress is not None:
+            def chunk_progress(done, total, _start=start, _size=stop - start):
+                progress(_start + _size * (done / total if total else 1.0), B)
+        chunks.append(rollout(system, q0[start:stop], qd0[start:stop], t, tau=chunk_tau,
+                              method=method, rtol=rtol, atol=atol, progress=chunk_progress))
+    merged = Trajectory(
+        t=t, **{name: np.concatenate([getattr(c, name) for c in chunks])
+                for name in ("q", "qd", "qdd", "tau", "energy")},
+    )
+    parameters = system.parameters() if hasattr(system, "parameters") else {}
+    return Dataset.from_trajectory(
+        merged, system=getattr(system, "name", type(system).__name__), parameters=parameters,
+        angular=tuple(getattr(system, "angular", ())),
+    )
+
+
+def _default_amplitude(system, q: np.ndarray) -> np.ndarray:
+    """Peak excitation torque per joint, ``(n,)``, scaled to the system's gravity and inertia."""
+    zeros = np.zeros_like(q)
+    gravity = np.abs(np.asarray(system.inverse_dynamics(q, zeros, zeros), dtype=np.float64))
+    inertia = np.diagonal(np.asarray(system.mass_matrix(q), dtype=np.float64), axis1=-2, axis2=-1)
+    return 0.5 * gravity.max(axis=0) + 5.0 * inertia.max(axis=0)
+
+
+@dataclass(frozen=True)
+class Sinusoids:
+    """Excitation torques: per trajectory and joint, a sum of ``K`` sinusoids.
+
+    ``tau[b, j](t) = sum_k amplitude[b, j, k] sin(2 pi frequency[b, j, k] t + phase[b, j, k])``.
+    Usable as the ``tau`` callable of :func:`lnn.rollout`.
+
+    Attributes
+    ----------
+    amplitude, frequency, phase : ndarray, shape ``(B, n, K)``
+        In N·m (or N), Hz and rad.
+    """
+
+    amplitude: np.ndarray
+    frequency: np.ndarray
+    phase: np.ndarray
+
+    def __post_init__(self) -> None:
+        shapes = {np.shape(self.amplitude), np.shape(self.frequency), np.shape(self.phase)}
+        if len(shapes) != 1 or len(next(iter(shapes))) != 3:
+            raise ValueError(
+                "Sinusoids.amplitude, frequency and phase must share one shape (B, n, K); got "
+                f"{np.shape(self.amplitude)}, {np.shape(self.frequency)}, {np.shape(self.phase)}"
+            )
+
+    @classmethod
+    def random(cls, n_trajectories: int, n_dof: int, *, amplitude,
+               frequencies=DEFAULT_FREQUENCIES, n_components: int = DEFAULT_COMPONENTS,
+               rng) -> "Sinusoids":
+        """Draw random sums of sinusoids bounded by ``amplitude``.
+
+        Parameters
+        ----------
+        n_trajectories, n_dof : int
+            ``B`` and ``n``.
+        amplitude : float or array_like, shape ``(n,)``
+            Peak value per joint: component weights are uniform, normalised
+            to sum to one, so ``|tau_j(t)| <= amplitude_j``.
+        frequencies : (float, float)
+            Band ``[f_min, f_max]`` (Hz) of the uniform frequencies.
+        n_components : int
+            ``K``.
+        rng : numpy.random.Generator or int
+            Random source (or seed).
+
+        Returns
+        -------
+        Sinusoids
+        """
+        B = _positive_int(n_trajectories, "n_trajectories")
+        n = _positive_int(n_dof, "n_dof")
+        K = _positive_int(n_components, "n_components")
+        amplitude = np.broadcast_to(np.asarray(amplitude, dtype=np.float64), (n,)) \
+            if np.ndim(amplitude) in (0, 1) and np.size(amplitude) in (1, n) else None
+        if amplitude is None or not np.isfinite(amplitude).all() or (amplitude < 0).any():
+            raise ValueError(f"amplitude must be a non-negative number or {n} of them")
+        low, high = (float(f) for f in frequencies)
+        if not 0 < low <= high < math.inf:
+            raise ValueError(f"frequencies must be a band 0 < f_min <= f_max (Hz); got {frequencies!r}")
+        rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        weights = rng.uniform(size=(B, n, K))
+        weights /= weights.sum(axis=-1, keepdims=True)
+        return cls(amplitude=amplitude[None, :, None] * weights,
+                   frequency=rng.uniform(low, high, size=(B, n, K)),
+                   phase=rng.uniform(0.0, 2 * np.pi, size=(B, n, K)))
+
+    def __call__(self, t: float, q=None, qd=None) -> np.ndarray:
+        """Torques at time ``t`` (s), shape ``(B, n)``; ``q, qd`` are ignored."""
+        return np.einsum("bjk,bjk->bj", self.amplitude,
+                         np.sin(2 * np.pi * self.frequency * t + self.phase))
+
+    def sample(self, t) -> np.ndarray:
+        """Torques on a time grid ``t (T,)``, shape ``(B, T, n)``."""
+        t = np.asarray(t, dtype=np.float64)
+        angle = 2 * np.pi * self.frequency[:, None] * t[None, :, None, None] + self.phase[:, None]
+        return np.einsum("bjk,btjk->btj", self.amplitude, np.sin(angle))
+
+    def __getitem__(self, index) -> "Sinusoids":
+        """The sinusoids of a subset of trajectories (slice or index array over ``B``)."""
+        return Sinusoids(self.amplitude[index], self.frequency[index], self.phase[index])
+
+
+def sum_of_sinusoids(t, n_dof: int, *, n_trajectories: int, amplitude,
+                     frequencies=DEFAULT_FREQUENCIES, n_components: int = DEFAULT_COMPONENTS,
+                     rng) -> np.ndarray:
+    """Random excitation torques sampled on a grid (see :class:`Sinusoids`).
+
+    Parameters
+    ----------
+    t : array_like, shape ``(T,)``
+        Times (s).
+    n_dof : int
+        ``n``.
+    n_trajectories : int
+        ``B``.
+    amplitude, frequencies, n_components, rng
+        As in :meth:`Sinusoids.random`.
+
+    Returns
+    -------
+    ndarray, shape ``(B, T, n)``
+    """
+    return Sinusoids.random(n_trajectories, n_dof, amplitude=amplitude, frequencies=frequencies,
+                            n_components=n_components, rng=rng).sample(t)
+
+
+# ---------------------------------------------------------------- derivatives
+
+
+@dataclass(frozen=True)
+class Derivatives:
+    """Velocities and accelerations estimated from positions.
+
+    Attributes
+    ----------
+    qd, qdd : ndarray, shape of the positions ``(..., T, n)``
+    """
+
+    qd: np.ndarray
+    qdd: np.ndarray
+
+
+def estimate_derivatives(t, q, *, method: str = "savgol", window: int | None = None,
+                         order: int | None = None, smoothing: float | None = None) -> Derivatives:
+    """Estimate ``qd`` and ``qdd`` from sampled positions.
+
+    Parameters
+    ----------
+    t : array_like, shape ``(T,)``
+        Strictly increasing sample times (s); uniform for ``"savgol"``.
+    q : array_like, shape ``(T, n)`` or ``(B, T, n)``
+        Positions; time is the second-to-last axis.
+    method : {"savgol", "spline"}
+        ``"savgol"``: Savitzky–Golay filter (:func:`scipy.signal.savgol_filter`,
+        local least-squares polynomials of degree ``order`` over ``window``
+        samples; polynomial fits at the edges). ``"spline"``: a cubic
+        spline, smoothed (:func:`scipy.interpolate.make_smoothing_spline`,
+        ``smoothing`` its ``lam``, chosen per coordinate by generalised
+        cross-validation when ``None``) or interpolating
+        (:class:`scipy.interpolate.CubicSpline`) when ``smoothing=0``, for
+        noise-free data and non-uniform times.
+    window : int, optional
+        Odd window length of ``"savgol"`` (samples), ``> order``; default 11
+        (or the largest odd number ``<= T``).
+    order : int, optional
+        Polynomial degree of ``"savgol"``, at least 2; default 4.
+    smoothing : float, optional
+        ``lam`` of the smoothing spline (``"spline"`` only).
+
+    Returns
+    -------
+    Derivatives
+        ``qd`` and ``qdd`` of the shape of ``q``.
+
+    Raises
+    ------
+    ValueError
+        For a bad method, shapes, non-uniform times with ``"savgol"``, or
+        options that do not apply to the method.
+    """
+    from scipy import interpolate, signal
+
+    t = _float_array(t, "t")
+    q = _float_array(q, "q")
+    if t.ndim != 1 or q.ndim not in (2, 3) or q.shape[-2] != t.shape[0]:
+        raise ValueError(
+            f"t must have shape (T,) and q shape (T, n) or (B, T, n); got shapes {t.shape} "
+            f"and {q.shape}"
+        )
+    if not (np.isfinite(t).all() and np.isfinite(q).all()):
+        raise ValueError("t and q must be finite (no NaN or inf)")
+    T = t.shape[0]
+    if T > 1 and not (np.diff(t) > 0).all():
+        raise ValueError("t must be strictly increasing")
+    if method == "savgol":
+        if smoothing is not None:
+            raise ValueError("smoothing applies to method='spline'; use window and order for 'savgol'")
+        order = 4 if order is None else _positive_int(order, "order")
+        if order < 2:
+            raise ValueError(f"order must be >= 2 to estimate qdd; got {order}")
+        if window is None:
+            window = min(11, T if T % 2 else T - 1)
+        window = _positive_int(window, "window")
+        if window % 2 == 0 or window <= order or window > T:
+            raise ValueError(
+                f"window must be odd, > order ({order}) and <= T ({T}) samples; got {window}"
+            )
+        step = _uniform_step(t)
+        if math.isnan(step):
+            raise ValueError("method='savgol' needs uniformly sampled t; use method='spline'")
+        qd = signal.savgol_filter(q, window, order, deriv=1, delta=step, axis=-2, mode="interp")
+        qdd = signal.savgol_filter(q, window, order, deriv=2, delta=step, axis=-2, mode="interp")
+        return Derivatives(qd=qd, qdd=qdd)
+    if method == "spline":
+        if window is not None or order is not None:
+            raise ValueError("window and order apply to method='savgol'; use smoothing for 'spline'")
+        if T < 5:
+            raise ValueError(f"method='spline' needs at least 5 samples; got T={T}")
+        columns = np.moveaxis(q, -2, 0).reshape(T, -1)  # (T, B n)
+        qd, qdd = np.empty_like(columns), np.empty_like(columns)
+        for j in range(columns.shape[1]):
+            if smoothing == 0:
+                spline = interpolate.CubicSpline(t, columns[:, j])
+            else:
+                spline = interpolate.make_smoothing_spline(t, columns[:, j], lam=smoothing)
+            qd[:, j] = spline.derivative(1)(t)
+            qdd[:, j] = spline.derivative(2)(t)
+        shape = np.moveaxis(q, -2, 0).shape
+        return Derivatives(qd=np.moveaxis(qd.reshape(shape), 0, -2),
+                           qdd=np.moveaxis(qdd.reshape(shape), 0, -2))
+    raise ValueError(f"method must be 'savgol' or 'spline'; got {method!r}")
+
+
+# -------------------------------------------------------------------- helpers
+
+
+def _float_array(value, name: str) -> np.ndarray:
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be an array of real numbers; got {type(value).__name__}") from exc
+
+
+def _positive_int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer; got {value!r}")
+    return int(value)
+
+
+def _groups(ids: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """``(id, rows)`` for each distinct id of ``ids (N,)`` in sorted order, rows in original order."""
+    order = np.argsort(ids, kind="stable")
+    unique, starts = np.unique(ids[order], return_index=True)
+    return [(int(i), rows) for i, rows in zip(unique, np.split(order, starts[1:]))]
+
+
+def _uniform_step(t: np.ndarray) -> float:
+    """The spacing of ``t (T,)`` if uniform (to 1e-9 relative), else NaN."""
+    if t.shape[0] < 2:
+        return math.nan
+    steps = np.diff(t)
+    step = float(np.mean(steps))
+    return step if np.abs(steps - step).max() <= 1e-9 * max(abs(step), np.abs(t).max()) else math.nan
+
+
+def _apportion(fractions: np.ndarray, K: int) -> np.ndarray:
+    """Integer counts summing to ``K`` close to ``fractions K``, >= 1 where the fraction is > 0."""
+    exact = fractions * K
+    counts = np.floor(exact).astype(np.int64)
+    for i in np.argsort(-(exact - counts), kind="stable")[: K - counts.sum()]:
+        counts[i] += 1
+    for i in np.flatnonzero((fractions > 0) & (counts == 0)):
+        counts[i] += 1
+        counts[np.argmax(counts)] -= 1
+    return counts
+
+
+def _jsonable(value):
+    """Convert numpy scalars/arrays and tuples inside ``value`` to JSON types."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value

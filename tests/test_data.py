@@ -1,0 +1,324 @@
+"""Tests of lnn.data: generation, .npz storage, splits, excitation, derivative estimation."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import simulations
+from lnn import Trajectory, rollout
+from lnn._io import write_npz
+from lnn.data import (Dataset, Sinusoids, estimate_derivatives, generate,
+                      sum_of_sinusoids)
+
+
+@pytest.fixture(scope="module")
+def double_pendulum():
+    return simulations.DoublePendulum()
+
+
+@pytest.fixture(scope="module")
+def small(double_pendulum):
+    return generate(double_pendulum, n_trajectories=5, duration=1.0, dt=0.05, seed=3)
+
+
+# ------------------------------------------------------------------ generate
+
+
+def test_generate_samples_true_unforced_rollouts(double_pendulum, small):
+    T = 21
+    assert len(small) == 5 * T and small.n_trajectories == 5 and small.n_dof == 2
+    np.testing.assert_array_equal(small.trajectory, np.repeat(np.arange(5), T))
+    np.testing.assert_allclose(small.t, np.tile(np.arange(T) * 0.05, 5), atol=1e-15)
+    assert small.dt == pytest.approx(0.05)
+    assert small.system == "double-pendulum"
+    assert small.parameters == double_pendulum.parameters()
+    assert small.angular == (True, True)
+    np.testing.assert_array_equal(small.tau, 0.0)
+    np.testing.assert_allclose(small.qdd, double_pendulum.acceleration(small.q, small.qd),
+                               rtol=1e-12, atol=1e-12)
+    energy = small.energy.reshape(5, T)
+    np.testing.assert_allclose(energy, energy[:, :1] * np.ones(T), rtol=1e-6, atol=1e-6)
+    # The samples are the system's own initial states and rollouts.
+    state = double_pendulum.sample_state(5, rng=np.random.default_rng(3))
+    np.testing.assert_array_equal(small.q[::T], state.q)
+    np.testing.assert_array_equal(small.qd[::T], state.qd)
+
+
+def test_generate_is_reproducible_and_seeded(double_pendulum, small):
+    again = generate(double_pendulum, n_trajectories=5, duration=1.0, dt=0.05, seed=3)
+    np.testing.assert_array_equal(again.q, small.q)
+    other = generate(double_pendulum, n_trajectories=5, duration=1.0, dt=0.05, seed=4)
+    assert not np.allclose(other.q, small.q)
+
+
+def test_generate_in_batches_matches_one_batch(double_pendulum):
+    options = dict(n_trajectories=7, duration=1.0, dt=0.1, seed=0, rtol=1e-11, atol=1e-12)
+    one = generate(double_pendulum, batch_size=7, **options)
+    reports = []
+    chunked = generate(double_pendulum, batch_size=3, progress=lambda d, n: reports.append((d, n)),
+                       **options)
+    np.testing.assert_allclose(chunked.q, one.q, atol=1e-8)
+    assert reports[-1] == (7, 7)
+    assert [d for d, _ in reports] == sorted(d for d, _ in reports)
+
+
+def test_generate_with_sinusoid_excitation_satisfies_inverse_dynamics():
+    arm = simulations.make_system("planar-arm")
+    data = generate(arm, n_trajectories=3, duration=1.0, dt=0.02, seed=1, tau="sinusoids",
+                    amplitude=[4.0, 2.0])
+    assert (np.abs(data.tau).max(axis=0) <= np.array([4.0, 2.0]) + 1e-12).all()
+    assert (np.abs(data.tau).max(axis=0) > 0.3).all()
+    np.testing.assert_allclose(arm.inverse_dynamics(data.q, data.qd, data.qdd), data.tau,
+                               atol=1e-9)
+    # The automatic amplitude scales with the system.
+    auto = generate(arm, n_trajectories=2, duration=0.2, dt=0.1, seed=1, tau="sinusoids")
+    assert (np.abs(auto.tau) > 0).any()
+
+
+def test_generate_with_array_torques(double_pendulum):
+    t = np.arange(11) * 0.1
+    tau = np.stack([np.sin(t), np.cos(t)], axis=-1)
+    data = generate(double_pendulum, n_trajectories=2, duration=1.0, dt=0.1, seed=0, tau=tau)
+    np.testing.assert_array_equal(data.tau, np.tile(tau, (2, 1)))
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"n_trajectories": 0}, ValueError, "n_trajectories must be a positive integer; got 0"),
+        ({"dt": -0.1}, ValueError, "dt must be a finite number > 0; got -0.1"),
+        ({"duration": 0.01}, ValueError, "duration must be at least dt"),
+        ({"tau": "noise"}, ValueError, "'sinusoids'.*got 'noise'"),
+        ({"tau": np.zeros((3, 2))}, ValueError, r"tau must have shape \(T, n\) = \(11, 2\)"),
+        ({"batch_size": 0}, ValueError, "batch_size must be a positive integer"),
+    ],
+)
+def test_generate_rejects_bad_arguments(double_pendulum, options, error, message):
+    kwargs = dict(n_trajectories=2, duration=1.0, dt=0.1, seed=0) | options
+    with pytest.raises(error, match=message):
+        generate(double_pendulum, **kwargs)
+
+
+# ----------------------------------------------------------------- save / load
+
+
+def test_save_load_round_trip(tmp_path, small):
+    path = tmp_path / "data.npz"
+    small.save(path)
+    loaded = Dataset.load(path)
+    for name in ("t", "q", "qd", "qdd", "tau", "trajectory", "energy"):
+        np.testing.assert_array_equal(getattr(loaded, name), getattr(small, name))
+    assert loaded.system == small.system and loaded.parameters == small.parameters
+    assert loaded.angular == small.angular and loaded.dt == small.dt
+
+
+def test_save_refuses_to_overwrite(tmp_path, small):
+    path = tmp_path / "data.npz"
+    small.save(path)
+    with pytest.raises(FileExistsError, match="refusing to overwrite"):
+        small.save(path)
+    small.subset([0]).save(path, overwrite=True)
+    assert Dataset.load(path).n_trajectories == 1
+
+
+def test_load_rejects_missing_foreign_corrupt_and_wrong_files(tmp_path, small):
+    with pytest.raises(FileNotFoundError, match="no such dataset file"):
+        Dataset.load(tmp_path / "absent.npz")
+    foreign = tmp_path / "foreign.npz"
+    np.savez(foreign, x=np.arange(3))
+    with pytest.raises(ValueError, match=r"not an lnn dataset file.*\['x'\]"):
+        Dataset.load(foreign)
+    corrupt = tmp_path / "corrupt.npz"
+    corrupt.write_bytes(b"this is not a zip archive")
+    with pytest.raises(ValueError, match="cannot read .*corrupt.npz"):
+        Dataset.load(corrupt)
+    trajectory = tmp_path / "trajectory.npz"
+    small.as_trajectory().save(trajectory)
+    with pytest.raises(ValueError, match="holds an lnn 'trajectory' file, expected a 'dataset'"):
+        Dataset.load(trajectory)
+    inconsistent = tmp_path / "inconsistent.npz"
+    arrays = {name: getattr(small, name) for name in
+              ("t", "q", "qd", "qdd", "tau", "trajectory", "energy")}
+    arrays["qd"] = arrays["qd"][:, :1]
+    write_npz(inconsistent, arrays, kind="dataset")
+    with pytest.raises(ValueError, match=r"inconsistent.npz' holds an invalid dataset.*qd"):
+        Dataset.load(inconsistent)
+    future = tmp_path / "future.npz"
+    np.savez(future, __lnn_header__=np.asarray(json.dumps(
+        {"format": "lnn", "kind": "dataset", "version": 99, "metadata": {}})), **arrays)
+    with pytest.raises(ValueError, match="format version 99"):
+        Dataset.load(future)
+
+
+def test_dataset_validates_its_arrays():
+    q = np.zeros((4, 2))
+    with pytest.raises(ValueError, match=r"Dataset.qd must have the shape of q, \(4, 2\)"):
+        Dataset(t=np.arange(4.0), q=q, qd=np.zeros((4, 3)), qdd=q, tau=q, trajectory=np.zeros(4, int))
+    with pytest.raises(ValueError, match="Dataset.q contains NaN"):
+        Dataset(t=np.arange(4.0), q=q + np.nan, qd=q, qdd=q, tau=q, trajectory=np.zeros(4, int))
+    with pytest.raises(ValueError, match="Dataset.trajectory must be integer ids"):
+        Dataset(t=np.arange(4.0), q=q, qd=q, qdd=q, tau=q, trajectory=np.zeros(4))
+    with pytest.raises(ValueError, match="Dataset.angular must have 2 entries"):
+        Dataset(t=np.arange(4.0), q=q, qd=q, qdd=q, tau=q, trajectory=np.zeros(4, int),
+                angular=(True,))
+
+
+# -------------------------------------------------------------------- splits
+
+
+def test_split_by_trajectory_is_disjoint_complete_and_reproducible(double_pendulum):
+    data = generate(double_pendulum, n_trajectories=20, duration=0.2, dt=0.1, seed=0)
+    split = data.split(fractions=(0.7, 0.2, 0.1), seed=5)
+    parts = [set(p.trajectory_ids.tolist()) for p in (split.train, split.validation, split.test)]
+    assert [len(p) for p in parts] == [14, 4, 2]
+    assert set.union(*parts) == set(range(20))
+    assert sum(len(p) for p in parts) == 20
+    assert sum(len(p) for p in (split.train, split.validation, split.test)) == len(data)
+    again = data.split(fractions=(0.7, 0.2, 0.1), seed=5)
+    np.testing.assert_array_equal(again.test.trajectory_ids, split.test.trajectory_ids)
+    other = data.split(fractions=(0.7, 0.2, 0.1), seed=6)
+    assert set(other.train.trajectory_ids) != parts[0]
+    # Each sample keeps its trajectory's values.
+    rows = data.trajectory == split.test.trajectory_ids[0]
+    np.testing.assert_array_equal(split.test.subset(split.test.trajectory_ids[:1]).q, data.q[rows])
+
+
+def test_split_keeps_positive_parts_non_empty_and_rejects_bad_fractions(small):
+    split = small.split(fractions=(0.9, 0.05, 0.05))
+    assert [p.n_trajectories for p in (split.train, split.validation, split.test)] == [3, 1, 1]
+    everything = small.split(fractions=(1.0, 0.0, 0.0))
+    assert everything.train.n_trajectories == 5 and len(everything.test) == 0
+    with pytest.raises(ValueError, match="3 non-negative numbers summing to 1"):
+        small.split(fractions=(0.5, 0.5, 0.5))
+    with pytest.raises(ValueError, match="cannot split 1 trajectory"):
+        small.subset([2]).split()
+
+
+# -------------------------------------------------------------- trajectories
+
+
+def test_trajectory_views_round_trip(small):
+    batch = small.as_trajectory()
+    assert batch.q.shape == (5, 21, 2)
+    back = Dataset.from_trajectory(batch, system=small.system, parameters=small.parameters,
+                                   angular=small.angular)
+    np.testing.assert_array_equal(back.q, small.q)
+    np.testing.assert_array_equal(back.energy, small.energy)
+    parts = small.trajectories()
+    assert len(parts) == 5 and all(isinstance(p, Trajectory) for p in parts)
+    np.testing.assert_array_equal(parts[3].qd[0], batch.qd[3])
+    mixed = Dataset(t=np.r_[small.t[:21], small.t[21:31]], q=small.q[:31], qd=small.qd[:31],
+                    qdd=small.qdd[:31], tau=small.tau[:31], trajectory=small.trajectory[:31])
+    with pytest.raises(ValueError, match="different time grids"):
+        mixed.as_trajectory()
+    assert [p.t.shape[0] for p in mixed.trajectories()] == [21, 10]
+
+
+# ---------------------------------------------------------------- excitation
+
+
+def test_sinusoids_are_bounded_seeded_and_consistent():
+    t = np.linspace(0.0, 5.0, 501)
+    excitation = Sinusoids.random(4, 3, amplitude=[1.0, 2.0, 0.5], rng=7)
+    samples = excitation.sample(t)
+    assert samples.shape == (4, 501, 3)
+    np.testing.assert_allclose(excitation(1.23), excitation.sample([1.23])[:, 0], atol=1e-15)
+    assert (np.abs(samples).max(axis=(0, 1)) <= [1.0, 2.0, 0.5]).all()
+    np.testing.assert_array_equal(
+        sum_of_sinusoids(t, 3, n_trajectories=4, amplitude=[1.0, 2.0, 0.5], rng=7), samples)
+    assert (excitation.frequency >= 0.1).all() and (excitation.frequency <= 2.0).all()
+    np.testing.assert_array_equal(excitation[1:3].sample(t), samples[1:3])
+    with pytest.raises(ValueError, match="frequencies must be a band"):
+        Sinusoids.random(1, 1, amplitude=1.0, frequencies=(2.0, 1.0), rng=0)
+    with pytest.raises(ValueError, match="amplitude must be a non-negative number or 3"):
+        Sinusoids.random(1, 3, amplitude=[1.0, 2.0], rng=0)
+
+
+# --------------------------------------------------------------- derivatives
+
+
+def _signal(t):
+    """Positions with exact first and second derivatives, ``(T, 2)`` each."""
+    q = np.stack([np.sin(3 * t), np.exp(-t) * np.cos(2 * t)], axis=-1)
+    qd = np.stack([3 * np.cos(3 * t), -np.exp(-t) * (np.cos(2 * t) + 2 * np.sin(2 * t))], axis=-1)
+    qdd = np.stack([-9 * np.sin(3 * t), np.exp(-t) * (-3 * np.cos(2 * t) + 4 * np.sin(2 * t))],
+                   axis=-1)
+    return q, qd, qdd
+
+
+@pytest.mark.parametrize(
+    ("method", "options", "tol_qd", "tol_qdd"),
+    [
+        ("savgol", {}, 5e-6, 1e-5),
+        ("savgol", {"window": 7, "order": 4}, 1e-6, 1e-6),
+        ("spline", {"smoothing": 0}, 1e-7, 1e-3),
+    ],
+)
+def test_derivatives_of_a_known_signal(method, options, tol_qd, tol_qdd):
+    t = np.linspace(0.0, 4.0, 401)
+    q, qd, qdd = _signal(t)
+    estimate = estimate_derivatives(t, q, method=method, **options)
+    inner = slice(10, -10)
+    np.testing.assert_allclose(estimate.qd[inner], qd[inner], atol=tol_qd)
+    np.testing.assert_allclose(estimate.qdd[inner], qdd[inner], atol=tol_qdd)
+    # One-sided fits at the two ends are less accurate, still close.
+    np.testing.assert_allclose(estimate.qd, qd, atol=5e-5)
+    np.testing.assert_allclose(estimate.qdd, qdd, atol=5e-3)
+
+
+def test_derivative_accuracy_converges_with_the_sampling_rate():
+    errors = []
+    for T in (101, 201, 401):
+        t = np.linspace(0.0, 4.0, T)
+        q, qd, qdd = _signal(t)
+        estimate = estimate_derivatives(t, q, window=9, order=4)
+        errors.append(np.abs(estimate.qdd - qdd)[10:-10].max())
+    # Halving the step at least quarters the interior error: second-order convergence or better.
+    assert errors[0] / errors[1] > 3.5 and errors[1] / errors[2] > 3.5
+
+
+def test_smoothing_spline_filters_noise_on_non_uniform_times():
+    rng = np.random.default_rng(0)
+    t = np.sort(rng.uniform(0.0, 4.0, 400))
+    q, qd, _ = _signal(t)
+    noisy = q + 1e-4 * rng.normal(size=q.shape)
+    estimate = estimate_derivatives(t, noisy, method="spline")
+    inner = slice(20, -20)  # natural end conditions bias the ends
+    assert np.abs(estimate.qd - qd)[inner].max() < 0.02
+    naive = np.gradient(noisy, t, axis=0)
+    assert np.abs(estimate.qd - qd)[inner].mean() < np.abs(naive - qd)[inner].mean() / 3
+
+
+def test_derivatives_of_a_pendulum_rollout():
+    pendulum = simulations.Pendulum()
+    t = np.arange(501) * 0.01
+    truth = rollout(pendulum, [[1.0], [2.5]], [[0.0], [1.0]], t, rtol=1e-11, atol=1e-12)
+    estimate = estimate_derivatives(t, truth.q, window=7)
+    np.testing.assert_allclose(estimate.qd, truth.qd, atol=1e-4)
+    np.testing.assert_allclose(estimate.qdd, truth.qdd, atol=1e-2)
+    logged = Dataset.from_positions(np.tile(t, 2), truth.q.reshape(-1, 1),
+                                    trajectory=np.repeat([4, 9], 501), window=7, system="pendulum")
+    np.testing.assert_allclose(logged.qdd, truth.qdd.reshape(-1, 1), atol=1e-2)
+    np.testing.assert_array_equal(logged.trajectory_ids, [4, 9])
+    assert logged.dt == pytest.approx(0.01) and np.isnan(logged.energy).all()
+    np.testing.assert_array_equal(logged.tau, 0.0)
+
+
+def test_derivative_estimation_rejects_bad_input():
+    t = np.linspace(0.0, 1.0, 21)
+    q = np.zeros((21, 2))
+    with pytest.raises(ValueError, match="window must be odd, > order"):
+        estimate_derivatives(t, q, window=8)
+    with pytest.raises(ValueError, match="needs uniformly sampled t"):
+        estimate_derivatives(t ** 2, q)
+    with pytest.raises(ValueError, match=r"q shape \(T, n\) or \(B, T, n\); got shapes \(21,\) and \(20, 2\)"):
+        estimate_derivatives(t, q[:20])
+    with pytest.raises(ValueError, match="method must be 'savgol' or 'spline'; got 'fd'"):
+        estimate_derivatives(t, q, method="fd")
+    with pytest.raises(ValueError, match="smoothing applies to method='spline'"):
+        estimate_derivatives(t, q, smoothing=1.0)
+    with pytest.raises(ValueError, match="strictly increasing within trajectory 0"):
+        Dataset.from_positions(t[::-1], q)
