@@ -172,10 +172,12 @@ class URDFRobot(MechanicalBase):
                 model = pin.buildReducedModel(full, ids, pin.neutral(full))
             else:
                 model = full
-            if model.nq != model.nv or any(j.nv != 1 for j in model.joints[1:]):
-                kinds = [j.shortname() for j in model.joints[1:]]
+            unsupported = [f"{name!r} ({j.shortname()}, nq={j.nq}, nv={j.nv})"
+                           for name, j in zip(model.names[1:], model.joints[1:]) if j.nq != 1 or j.nv != 1]
+            if unsupported:
                 raise ValueError(
-                    f"only revolute and prismatic joints are supported; {self.path} has joints {kinds}"
+                    f"only revolute and prismatic joints are supported (a continuous joint can be given "
+                    f"limits as a revolute one, or locked); {self.path} has {', '.join(unsupported)}"
                 )
             model.gravity.linear = np.array(self.gravity)
             angular = tuple(j.shortname().startswith(("JointModelR", "JointModelRevolute"))
