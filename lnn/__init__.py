@@ -34,10 +34,14 @@ __all__ = [
     "LagrangianNetwork",
     "load_model",
     "mechanics",
+    "fit",
+    "History",
+    "metrics",
 ]
 
 # TensorFlow-heavy parts load on first use, so ``import lnn`` stays light.
 _LAZY = {"LagrangianNetwork": "lnn.models", "load_model": "lnn.models", "mechanics": None}
+_LAZY.update({"fit": "lnn.train", "History": "lnn.train", "metrics": None})
 
 
 def __getattr__(name):
