@@ -19,6 +19,11 @@ from lnn._version import __version__
 #: Modules that each register one or more sub-commands, in help order.
 COMMAND_MODULES = (
     "lnn.cli_systems",
+    "lnn.cli_simulate",
+    "lnn.cli_train",
+    "lnn.cli_evaluate",
+    "lnn.cli_rollout",
+    "lnn.cli_plot",
 )
 
 

@@ -1,0 +1,121 @@
+"""``lnn simulate``: write a dataset of simulated trajectories of a built-in system."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+#: Systems driven by motors, excited by random sums of sinusoids unless told otherwise.
+ROBOTS = ("planar-arm", "panda", "cart-pole")
+
+
+def register(subparsers) -> None:
+    """Add the ``simulate`` verb."""
+    from lnn.integrate import METHODS
+
+    parser = subparsers.add_parser(
+        "simulate",
+        help="simulate a built-in system and write a dataset (.npz)",
+        description="Roll out random initial states of a built-in system (see `lnn systems`) "
+                    "and write the sampled trajectories as an lnn dataset.",
+    )
+    parser.add_argument("system", metavar="SYSTEM", help="built-in system name, e.g. double-pendulum")
+    parser.add_argument("--trajectories", type=int, default=100, metavar="N",
+                        help="number of trajectories (default 100)")
+    parser.add_argument("--duration", type=float, default=10.0, metavar="S",
+                        help="length of each trajectory in seconds (default 10)")
+    parser.add_argument("--dt", type=float, default=0.01, metavar="DT",
+                        help="sampling interval in seconds (default 0.01)")
+    parser.add_argument("--seed", type=int, default=0, metavar="K", help="random seed (default 0)")
+    parser.add_argument("-o", "--output", required=True, metavar="FILE",
+                        help="output dataset file (.npz)")
+    parser.add_argument("--method", choices=METHODS, default="DOP853",
+                        help="solve_ivp method (default DOP853)")
+    parser.add_argument("--rtol", type=float, default=1e-8, help="relative tolerance (default 1e-8)")
+    parser.add_argument("--atol", type=float, default=1e-10, help="absolute tolerance (default 1e-10)")
+    parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                        help="system parameter, repeatable; lists are comma-separated, "
+                             "e.g. --param masses=1,2,0.5")
+    parser.add_argument("--excitation", choices=("none", "sinusoids"), default=None,
+                        help="excitation torques (default: sinusoids for "
+                             f"{', '.join(ROBOTS)}; none otherwise)")
+    parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    """Simulate, write the dataset and print a one-line summary."""
+    import simulations
+    from lnn.cli import ProgressBar
+    from lnn.data import generate
+
+    output = Path(args.output)
+    if output.suffix != ".npz":
+        raise ValueError(f"the output file must end in '.npz'; got {args.output!r}")
+    if output.exists() and not args.force:
+        raise FileExistsError(f"{args.output!r} exists; pass --force to overwrite it")
+    if not output.parent.exists():
+        raise FileNotFoundError(f"directory {str(output.parent)!r} does not exist")
+    if args.system not in simulations.SYSTEMS:
+        raise ValueError(
+            f"unknown system {args.system!r}; known systems: {', '.join(simulations.SYSTEMS)}"
+        )
+    params = parse_params(args.param, simulations.SYSTEMS[args.system] if args.param else None)
+    system = simulations.make_system(args.system, **params)
+    excitation = args.excitation or ("sinusoids" if args.system in ROBOTS else "none")
+    start = time.monotonic()
+    dataset = generate(
+        system, n_trajectories=args.trajectories, duration=args.duration, dt=args.dt,
+        seed=args.seed, tau=None if excitation == "none" else excitation, method=args.method,
+        rtol=args.rtol, atol=args.atol,
+        progress=ProgressBar(f"simulate {args.system}"),
+    )
+    dataset.save(output, overwrite=args.force)
+    samples = len(dataset) // dataset.n_trajectories
+    print(f"wrote {args.output}: {dataset.n_trajectories} trajectories x {samples} samples of "
+          f"{args.system} (n_dof={dataset.n_dof}), dt={args.dt:g} s, excitation={excitation}, "
+          f"{args.method}, {time.monotonic() - start:.1f} s")
+    return 0
+
+
+def parse_params(items: list[str], factory=None) -> dict:
+    """Parse ``KEY=VALUE`` strings into keyword parameters of a system.
+
+    A value is a float when it parses as one, else a string; a comma makes it
+    a list, and so does a key whose default (in ``factory().parameters()``)
+    is a list, so ``masses=2`` is ``[2.0]`` for a system with link masses.
+
+    Parameters
+    ----------
+    items : list of str
+        ``["m=2", "lengths=1,0.5"]``.
+    factory : callable, optional
+        The system's factory, to look up the default parameters.
+
+    Returns
+    -------
+    dict
+    """
+    defaults = factory().parameters() if factory is not None and items else {}
+    params = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key or not value.strip():
+            raise ValueError(f"--param must look like KEY=VALUE; got {item!r}")
+        if defaults and key not in defaults:
+            raise ValueError(f"unknown parameter {key!r} in --param {item!r}; the system's "
+                             f"parameters are: {', '.join(defaults)}")
+        if "," in value or isinstance(defaults.get(key), (list, tuple)):
+            params[key] = [_scalar(v) for v in value.split(",") if v.strip()]
+        else:
+            params[key] = _scalar(value)
+    return params
+
+
+def _scalar(text: str):
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        return text
