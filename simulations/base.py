@@ -196,6 +196,9 @@ class MechanicalBase:
 
     def _check_many(self, **arrays: Any) -> list[np.ndarray]:
         checked = {k: self._check(k, v) for k, v in arrays.items() if v is not None}
+        shapes = {a.shape for a in checked.values()}
+        if len(shapes) == 1:  # the common case: nothing to broadcast
+            return [checked.get(k) for k in arrays]
         try:
             batch = np.broadcast_shapes(*(a.shape[:-1] for a in checked.values()))
         except ValueError:

@@ -251,18 +251,38 @@ class DoublePendulum(MechanicalBase):
 
     def _mass_matrix(self, q: np.ndarray) -> np.ndarray:
         m1, m2, l1, l2 = self.m1, self.m2, self.l1, self.l2
-        off = m2 * l1 * l2 * np.cos(q[..., 0] - q[..., 1])
-        m11 = np.full_like(off, (m1 + m2) * l1 * l1)
-        m22 = np.full_like(off, m2 * l2 * l2)
-        return np.stack([np.stack([m11, off], -1), np.stack([off, m22], -1)], -2)
+        mass = np.empty(q.shape + (2,))
+        mass[..., 0, 0] = (m1 + m2) * l1 * l1
+        mass[..., 0, 1] = mass[..., 1, 0] = m2 * l1 * l2 * np.cos(q[..., 0] - q[..., 1])
+        mass[..., 1, 1] = m2 * l2 * l2
+        return mass
 
     def _bias(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
         m1, m2, l1, l2, g = self.m1, self.m2, self.l1, self.l2, self.g
-        t1, t2 = q[..., 0], q[..., 1]
-        k = m2 * l1 * l2 * np.sin(t1 - t2)
-        b1 = k * qd[..., 1] ** 2 + (m1 + m2) * g * l1 * np.sin(t1)
-        b2 = -k * qd[..., 0] ** 2 + m2 * g * l2 * np.sin(t2)
-        return np.stack([b1, b2], axis=-1)
+        k = m2 * l1 * l2 * np.sin(q[..., 0] - q[..., 1])
+        bias = np.empty(q.shape)
+        bias[..., 0] = k * qd[..., 1] ** 2 + (m1 + m2) * g * l1 * np.sin(q[..., 0])
+        bias[..., 1] = -k * qd[..., 0] ** 2 + m2 * g * l2 * np.sin(q[..., 1])
+        return bias
+
+    def _acceleration(self, q: np.ndarray, qd: np.ndarray, tau: np.ndarray | None) -> np.ndarray:
+        # Closed-form 2x2 solve (Cramer's rule): the integrator's hot path.
+        m1, m2, l1, l2, g = self.m1, self.m2, self.l1, self.l2, self.g
+        delta = q[..., 0] - q[..., 1]
+        k = m2 * l1 * l2
+        b = k * np.cos(delta)
+        ks = k * np.sin(delta)
+        a, d = (m1 + m2) * l1 * l1, m2 * l2 * l2
+        r1 = -ks * qd[..., 1] ** 2 - (m1 + m2) * g * l1 * np.sin(q[..., 0])
+        r2 = ks * qd[..., 0] ** 2 - m2 * g * l2 * np.sin(q[..., 1])
+        if tau is not None:
+            r1 = r1 + tau[..., 0]
+            r2 = r2 + tau[..., 1]
+        det = a * d - b * b
+        qdd = np.empty(q.shape)
+        qdd[..., 0] = (d * r1 - b * r2) / det
+        qdd[..., 1] = (a * r2 - b * r1) / det
+        return qdd
 
     def _potential(self, q: np.ndarray) -> np.ndarray:
         m1, m2, l1, l2, g = self.m1, self.m2, self.l1, self.l2, self.g
