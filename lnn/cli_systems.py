@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 
-
 def register(subparsers) -> None:
     """Add the ``systems`` verb."""
     parser = subparsers.add_parser("systems", help="list the built-in systems and their parameters")
@@ -23,5 +22,3 @@ def run(args) -> int:
         params = ", ".join(f"{k}={v}" for k, v in system.parameters().items())
         print(f"{name:16s} n_dof={system.n_dof:<2d} {params}")
     return 0
-
-

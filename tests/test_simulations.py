@@ -359,3 +359,23 @@ def test_urdf_robot_without_pinocchio_names_the_extra(tmp_path, monkeypatch):
 def test_urdf_robot_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="URDF file not found: .*missing.urdf"):
         URDFRobot.from_urdf(tmp_path / "missing.urdf")
+
+
+def test_simulations_imports_neither_lnn_nor_tensorflow():
+    import subprocess
+
+    code = ("import sys, simulations; bad = [m for m in ('lnn', 'tensorflow', 'keras') if m in sys.modules]; "
+            "sys.exit(f'imported {bad}' if bad else 0)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+
+
+def test_cli_lists_every_system_with_its_parameters(capsys):
+    from lnn.cli_systems import run
+
+    assert run(None) == 0
+    lines = capsys.readouterr().out.splitlines()
+    listed = {line.split()[0]: line for line in lines}
+    assert set(listed) == set(simulations.SYSTEMS)
+    assert "n_dof=3" in listed["n-pendulum"] and "masses=[1.0, 1.0, 1.0]" in listed["n-pendulum"]
+    assert "pole_mass=0.1" in listed["cart-pole"]
