@@ -241,11 +241,11 @@ class URDFRobot(MechanicalBase):
         pin, model, data, _ = self._model()
         n = model.nv
 
-        def one(qi):
+        def _one(qi):
             upper = np.triu(pin.crba(model, data, qi))  # crba fills the upper triangle only
             return upper + np.triu(upper, 1).T
 
-        return self._loop(one, (n, n), q)
+        return self._loop(_one, (n, n), q)
 
     def _bias(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
         pin, model, data, _ = self._model()
@@ -268,11 +268,11 @@ class URDFRobot(MechanicalBase):
     def _positions(self, q: np.ndarray) -> np.ndarray:
         pin, model, data, _ = self._model()
 
-        def one(qi):
+        def _one(qi):
             pin.forwardKinematics(model, data, qi)
             return np.array([data.oMi[i].translation for i in range(model.njoints)])
 
-        return self._loop(one, (model.njoints, 3), q)
+        return self._loop(_one, (model.njoints, 3), q)
 
     def acceleration_jacobian(self, q: Any, qd: Any, tau: Any = None) -> np.ndarray:
         """Exact Jacobian ``d qdd / d [q, qd]`` from ``pinocchio.computeABADerivatives``.
@@ -292,11 +292,11 @@ class URDFRobot(MechanicalBase):
             tau = np.zeros_like(q)
         n = model.nv
 
-        def one(qi, vi, ti):
+        def _one(qi, vi, ti):
             ddq_dq, ddq_dv, _ = pin.computeABADerivatives(model, data, qi, vi, ti)
             return np.concatenate([ddq_dq, ddq_dv], axis=1)
 
-        return self._loop(one, (n, 2 * n), q, qd, tau)
+        return self._loop(_one, (n, 2 * n), q, qd, tau)
 
     def sample_state(self, n: int, *, rng: Any = None, margin: float = 0.05,
                      velocity_scale: float = 1.0) -> State:
