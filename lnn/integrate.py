@@ -23,6 +23,7 @@ differences and linear algebra stay linear in ``B``.
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import numpy as np
@@ -123,8 +124,13 @@ def rollout(system, q0, qd0, t, *, tau=None, tau_interpolation: str = "linear",
         unsupported type.
     IntegrationError
         (a ``RuntimeError``) if scipy reports a failed solve (its message and
-        the time reached are included) or a state becomes non-finite (the
-        time and the trajectory indices are included).
+        the time reached are included), a state becomes non-finite (the time
+        and the trajectory indices are included), or the system's
+        acceleration raises an ``ArithmeticError`` or ``ValueError`` (e.g. a
+        ``LinAlgError`` for a learned mass matrix that is not positive
+        definite) during the solve: the time is added to its message, and
+        the indices of its ``trajectories`` attribute, when it has one, are
+        kept; the original exception is the ``__cause__``.
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
@@ -151,21 +157,27 @@ def rollout(system, q0, qd0, t, *, tau=None, tau_interpolation: str = "linear",
 
     def rhs(time, y):
         Y = y.reshape(B, 2 * n)
-        if not np.isfinite(Y).all():
-            _diverged(time, ~np.isfinite(Y).all(axis=1), method)
         q, qd = Y[:, :n], Y[:, n:]
-        qdd = acceleration(q, qd, torque(time, q, qd))
-        if not np.isfinite(qdd).all():
-            _diverged(time, ~np.isfinite(qdd).reshape(B, -1).all(axis=1), method)
-        dy = np.empty_like(Y)
-        dy[:, :n] = qd
-        dy[:, n:] = qdd
+        tau_now = torque(time, q, qd)
+        try:
+            qdd = acceleration(q, qd, tau_now)
+        except (ArithmeticError, ValueError) as exc:  # LinAlgError is a ValueError
+            _check_finite(time, Y, method)  # a non-finite state is the better explanation
+            raise IntegrationError(
+                f"the system's acceleration failed at t = {time:.6g} s ({method}): {exc}",
+                time=time, trajectories=getattr(exc, "trajectories", ()),
+            ) from exc
+        dy = np.concatenate((qd, qdd), axis=1).ravel()
+        # One dot product is the cheap test for NaN/inf (in qd or qdd); rows are inspected
+        # only when it fails. A finite step of finite derivatives keeps q finite.
+        if not math.isfinite(dy @ dy):
+            _check_finite(time, np.concatenate((Y, qdd), axis=1), method)
         if time > status["t"]:
             status["t"] = time
             if progress is not None and time >= status["next_report"]:
                 progress(time - t0, span)
                 status["next_report"] = time + _PROGRESS_STEP * span
-        return dy.ravel()
+        return dy
 
     y0 = np.concatenate([q0, qd0], axis=1).ravel()
     if t.shape[0] == 1:
@@ -236,14 +248,16 @@ def odeint(system, q0, qd0, t, *, method: str = "rk4", tau=None) -> Trajectory:
 # ----------------------------------------------------------------------------- internals
 
 
-def _diverged(time: float, bad: np.ndarray, method: str) -> None:
-    """Raise :class:`IntegrationError` for the trajectories flagged in ``bad (B,)``."""
-    indices = np.flatnonzero(bad)
-    raise IntegrationError(
-        f"the state of trajectory(ies) {indices.tolist()} became non-finite at t = {time:.6g} s "
-        f"({method}); the system diverged or its acceleration is undefined there",
-        time=time, trajectories=tuple(indices),
-    )
+def _check_finite(time: float, rows: np.ndarray, method: str) -> None:
+    """Raise :class:`IntegrationError` naming the rows of ``rows (B, k)`` that hold NaN or inf."""
+    indices = np.flatnonzero(~np.isfinite(rows).all(axis=1))
+    if indices.size:
+        raise IntegrationError(
+            f"the state of trajectory(ies) {indices.tolist()} became non-finite at "
+            f"t = {time:.6g} s ({method}); the system diverged or its acceleration is "
+            "undefined there",
+            time=time, trajectories=tuple(indices),
+        )
 
 
 def _check_system(system) -> int:

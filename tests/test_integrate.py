@@ -353,3 +353,25 @@ def test_progress_reports_simulated_time():
     assert all(total == 5.0 for _, total in reports)
     assert done == sorted(done) and done[-1] == 5.0
     assert 5 <= len(reports) <= 102
+
+
+def test_errors_of_the_system_are_reported_with_the_time_and_trajectories():
+    class Indefinite(Oscillators):
+        """Raises like a learned model whose mass matrix stops being positive definite."""
+
+        def acceleration(self, q, qd, tau=None):
+            bad = np.flatnonzero(np.asarray(q)[:, 0] > 0.5)
+            if bad.size:
+                error = np.linalg.LinAlgError(f"mass matrix not positive definite in rows {bad}")
+                error.trajectories = tuple(bad)
+                raise error
+            return super().acceleration(q, qd, tau)
+
+    q0 = np.zeros((3, 2))
+    qd0 = np.array([[0.1, 0.0], [0.1, 0.0], [3.0, 0.0]])
+    with pytest.raises(IntegrationError, match=r"acceleration failed at t = .*not positive definite") \
+            as info:
+        rollout(Indefinite(), q0, qd0, np.linspace(0.0, 2.0, 11))
+    assert info.value.trajectories == (2,)
+    assert 0.1 < info.value.time < 1.0
+    assert isinstance(info.value.__cause__, np.linalg.LinAlgError)
