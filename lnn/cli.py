@@ -20,6 +20,8 @@ from lnn._version import __version__
 COMMAND_MODULES = (
     "lnn.cli_systems",
     "lnn.cli_simulate",
+    "lnn.cli_train",
+    "lnn.cli_evaluate",
 )
 
 

@@ -546,3 +546,192 @@ def mass_matrix_report(m_pred, m_true=None) -> MassMatrixReport:
         min_eigenvalue=float(eig[:, 0].min()) if eig.size else math.nan,
         max_condition=float(condition.max()) if condition.size else math.nan,
     )
+
+
+# --------------------------------------------------------------------------- the harness
+
+_CHUNK = 4096
+
+
+def _batched(fn, *arrays, chunk: int = _CHUNK) -> np.ndarray:
+    """Apply ``fn`` to row chunks of ``arrays`` and stack the numpy results."""
+    n = arrays[0].shape[0]
+    parts = [_array(fn(*(a[i:i + chunk] for a in arrays)), "model output") for i in range(0, n, chunk)]
+    return np.concatenate(parts, axis=0)
+
+
+def _model_acceleration(model, q, qd, tau) -> tuple[np.ndarray, int]:
+    """Accelerations chunk by chunk; chunks the model refuses (singular ``M``) become NaN."""
+    fn = getattr(model, "numpy_acceleration", None) or model.acceleration
+    out, failed = np.full(q.shape, np.nan), 0
+    for i in range(0, q.shape[0], _CHUNK):
+        sl = slice(i, i + _CHUNK)
+        try:
+            out[sl] = _array(fn(q[sl], qd[sl], tau[sl]), "model acceleration")
+        except ValueError:  # lnn.mechanics.MassMatrixError: reported, not hidden
+            failed += q[sl].shape[0]
+    return out, failed
+
+
+def _is_dataset(data) -> bool:
+    return all(hasattr(data, k) for k in ("q", "qd", "qdd", "tau", "trajectory"))
+
+
+def _dataset_rollouts(data, n_rollouts: int):
+    """Initial states, common time grid and torques of the first ``n_rollouts`` trajectories."""
+    ids = np.unique(data.trajectory)[:n_rollouts]
+    rows = [np.flatnonzero(data.trajectory == i) for i in ids]
+    length = min(r.size for r in rows)
+    if length < 2:
+        return None
+    rows = np.stack([r[:length] for r in rows])  # (B, T)
+    t = data.t[rows[0]] - data.t[rows[0, 0]]
+    return (data.q[rows[:, 0]], data.qd[rows[:, 0]], t, data.tau[rows],
+            _trajectory_of(data, rows, t))
+
+
+def _trajectory_of(data, rows, t) -> Trajectory:
+    energy = getattr(data, "energy", None)
+    energy = np.full(rows.shape, np.nan) if energy is None else np.asarray(energy)[rows]
+    return Trajectory(t=t, q=data.q[rows], qd=data.qd[rows], qdd=data.qdd[rows],
+                      tau=data.tau[rows], energy=energy)
+
+
+def evaluate(model, data, *, true_system=None, initial_states=None, n_rollouts: int = 40,
+             duration: float = 10.0, dt: float = 0.1, seed: int = 0, threshold: float = 0.1,
+             energy_scale: float | None = None, n_mass_samples: int = 2000,
+             method: str = "DOP853", rtol: float = 1e-8, atol: float = 1e-10,
+             progress: Callable[..., None] | None = None) -> MetricsTable:
+    """Evaluate a model against held-out data or a true system with every metric.
+
+    Parameters
+    ----------
+    model : MechanicalSystem
+        The learned system (``acceleration``, ``inverse_dynamics``,
+        ``mass_matrix``; ``numpy_acceleration`` is used when present).
+    data : lnn.Dataset or MechanicalSystem
+        Held-out samples ``q, qd, qdd, tau (N, n)`` with trajectory ids, or a
+        true system to roll out from sampled (or given) initial states.
+    true_system : MechanicalSystem, optional, keyword-only
+        The true system of a dataset: enables the mass-matrix error and the
+        energy error, and the reference rollouts are then recomputed with it
+        from the same initial states and torques as the model's. Implied when
+        ``data`` is a system.
+    initial_states : (q0, qd0), arrays of shape ``(B, n)``, optional, keyword-only
+        Initial states of the rollouts when ``data`` is a system (default:
+        ``data.sample_state(n_rollouts, rng=seed)``).
+    n_rollouts : int, keyword-only
+        Number of trajectories rolled out (the first ones of a dataset).
+    duration, dt : float, keyword-only
+        Rollout length and sampling (s) when ``data`` is a system.
+    seed : int, keyword-only
+        Seed of the sampled initial states.
+    threshold : float, keyword-only
+        Relative-error threshold of the valid prediction time.
+    energy_scale : float, optional, keyword-only
+        Normalisation of the energy error (:func:`energy_error`).
+    n_mass_samples : int, keyword-only
+        States (the first ones) at which the mass matrices are compared.
+    method, rtol, atol : keyword-only
+        Passed to :func:`lnn.rollout` for both systems.
+    progress : callable, optional, keyword-only
+        ``progress(done, total, message)`` over the evaluation stages.
+
+    Returns
+    -------
+    MetricsTable
+        Rows (when computable): ``acceleration_error_median/mean``,
+        ``acceleration_failures``, ``torque_mse``, ``torque_nmse`` and
+        ``torque_nmse_<j>``, ``rollout_error_geometric_mean``,
+        ``valid_prediction_time_mean``, ``energy_error_mean``,
+        ``mass_matrix_error_median``, ``mass_matrix_positive_definite``,
+        ``mass_matrix_min_eigenvalue``, ``mass_matrix_max_condition``;
+        ``details`` holds the full results.
+    """
+    from lnn.integrate import rollout
+
+    n_rollouts = int(n_rollouts)
+    if n_rollouts < 0:
+        raise ValueError(f"n_rollouts must be >= 0, got {n_rollouts!r}")
+    report = progress or (lambda *args, **kwargs: None)
+    stages = 4
+    details: dict = {}
+
+    if _is_dataset(data):
+        q, qd, qdd, tau = (np.asarray(getattr(data, k), dtype=np.float64) for k in ("q", "qd", "qdd", "tau"))
+        runs = _dataset_rollouts(data, n_rollouts) if n_rollouts else None
+        reference_system = true_system
+    elif hasattr(data, "acceleration") and hasattr(data, "n_dof"):
+        reference_system = true_system = data if true_system is None else true_system
+        if initial_states is None:
+            state = data.sample_state(n_rollouts, rng=seed)
+            q0, qd0 = np.asarray(state.q, np.float64), np.asarray(state.qd, np.float64)
+        else:
+            q0, qd0 = (np.asarray(x, dtype=np.float64) for x in initial_states)
+        t = np.arange(int(round(duration / dt)) + 1) * dt
+        reference = rollout(data, q0, qd0, t, method=method, rtol=rtol, atol=atol)
+        runs = (q0, qd0, t, None, reference)
+        n = reference.q.shape[-1]
+        q, qd, qdd, tau = (reference.q.reshape(-1, n), reference.qd.reshape(-1, n),
+                           reference.qdd.reshape(-1, n), reference.tau.reshape(-1, n))
+    else:
+        raise TypeError(
+            f"data must be an lnn.Dataset or a MechanicalSystem, got {type(data).__name__}"
+        )
+    rows: list[MetricRow] = []
+
+    report(0, stages, "accelerations")
+    qdd_pred, failed = _model_acceleration(model, q, qd, tau)
+    acc = acceleration_error(qdd_pred, qdd)
+    details["acceleration"] = acc
+    rows += [MetricRow("acceleration_error_median", acc.median, "median ||qdd_pred - qdd|| / ||qdd||"),
+             MetricRow("acceleration_error_mean", acc.mean, "mean ||qdd_pred - qdd|| / ||qdd||"),
+             MetricRow("acceleration_failures", float(failed) / q.shape[0],
+                       "fraction of samples whose learned M could not be solved")]
+
+    report(1, stages, "torques")
+    if hasattr(model, "inverse_dynamics"):
+        torque = torque_error(_batched(model.inverse_dynamics, q, qd, qdd), tau)
+        details["torque"] = torque
+        rows += [MetricRow("torque_mse", torque.mse, "DeLaN torque MSE (sum over joints)"),
+                 MetricRow("torque_nmse", torque.nmse, "mean over joints of MSE_j / Var(tau_j)")]
+        rows += [MetricRow(f"torque_nmse_{j}", float(v), f"MSE / Var(tau) of joint {j}")
+                 for j, v in enumerate(torque.nmse_per_joint)]
+
+    report(2, stages, "mass matrices")
+    if hasattr(model, "mass_matrix"):
+        k = min(int(n_mass_samples), q.shape[0])
+        m_pred = _batched(model.mass_matrix, q[:k], qd[:k])
+        m_true = (_array(true_system.mass_matrix(q[:k], qd[:k]), "true mass matrix")
+                  if true_system is not None else None)
+        mass = mass_matrix_report(m_pred, m_true)
+        details["mass_matrix"] = mass
+        rows += [MetricRow("mass_matrix_error_median", mass.median_relative_error,
+                           "median ||M_pred - M||_F / ||M||_F"),
+                 MetricRow("mass_matrix_positive_definite", mass.fraction_positive_definite,
+                           "fraction of states with positive definite learned M"),
+                 MetricRow("mass_matrix_min_eigenvalue", mass.min_eigenvalue, "smallest eigenvalue of learned M"),
+                 MetricRow("mass_matrix_max_condition", mass.max_condition, "largest condition number of learned M")]
+
+    report(3, stages, "rollouts")
+    if runs is not None and n_rollouts:
+        q0, qd0, t, tau_runs, reference = runs
+        forced = tau_runs is not None and np.any(tau_runs != 0)
+        tau_arg = tau_runs if forced else None
+        if reference_system is not None and _is_dataset(data):
+            reference = rollout(reference_system, q0, qd0, t, tau=tau_arg, method=method, rtol=rtol, atol=atol)
+        predicted = rollout(model, q0, qd0, t, tau=tau_arg, method=method, rtol=rtol, atol=atol)
+        angular = getattr(data, "angular", None) or getattr(model, "angular", None)
+        roll = rollout_error(predicted, reference, threshold=threshold, angular=angular)
+        details["rollout"] = roll
+        rows += [MetricRow("rollout_error_geometric_mean", roll.geometric_mean,
+                           "geometric mean over trajectories of the time-averaged relative error"),
+                 MetricRow("valid_prediction_time_mean", float(np.mean(roll.valid_time)),
+                           f"mean time (s) until the relative error exceeds {threshold:g}")]
+        if reference_system is not None and hasattr(reference_system, "energy"):
+            energy = energy_error(reference_system, predicted, reference, scale=energy_scale)
+            details["energy"] = energy
+            rows.append(MetricRow("energy_error_mean", energy.mean,
+                                  f"mean |E(pred) - E(true)| / {energy.scale:.4g} at t = {t[-1]:g} s"))
+    report(stages, stages, "done")
+    return MetricsTable(rows=tuple(rows), details=details)

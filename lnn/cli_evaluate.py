@@ -1,0 +1,49 @@
+"""``lnn evaluate``: every metric of a trained model on a held-out dataset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def register(subparsers) -> None:
+    """Add the ``evaluate`` verb."""
+    p = subparsers.add_parser("evaluate", help="print the metrics of a model on a dataset")
+    p.add_argument("model", help="trained model (.keras)")
+    p.add_argument("data", help="held-out dataset (.npz)")
+    p.add_argument("--csv", default=None, help="also write the metrics table to this CSV file")
+    p.add_argument("--rollouts", type=int, default=40,
+                   help="number of held-out trajectories to roll out (default: 40; 0 for none)")
+    p.add_argument("--threshold", type=float, default=0.1,
+                   help="relative error that ends the valid prediction time (default: 0.1)")
+    p.add_argument("--energy-scale", type=float, default=None,
+                   help="normalisation of the energy error (default: max |V| on the data)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing CSV file")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    """Load model and data, build the true system when the dataset names one, print the table."""
+    from lnn import metrics
+    from lnn.data import Dataset
+    from lnn.models import load_model
+
+    if args.csv and Path(args.csv).exists() and not args.force:
+        raise FileExistsError(f"refusing to overwrite existing file {args.csv!r}; pass --force to replace it")
+    model = load_model(args.model)
+    data = Dataset.load(args.data)
+    true_system = None
+    if data.system:
+        import simulations
+
+        try:
+            true_system = simulations.make_system(data.system, **data.parameters)
+        except (ValueError, TypeError, ImportError) as exc:
+            print(f"note: true system {data.system!r} unavailable ({exc}); "
+                  "energy and mass-matrix errors are skipped")
+    table = metrics.evaluate(model, data, true_system=true_system, n_rollouts=args.rollouts,
+                             threshold=args.threshold, energy_scale=args.energy_scale)
+    print(table.format())
+    if args.csv:
+        table.to_csv(args.csv, overwrite=args.force)
+        print(f"wrote {args.csv}")
+    return 0
