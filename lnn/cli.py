@@ -22,6 +22,8 @@ COMMAND_MODULES = (
     "lnn.cli_simulate",
     "lnn.cli_train",
     "lnn.cli_evaluate",
+    "lnn.cli_rollout",
+    "lnn.cli_plot",
 )
 
 

@@ -139,7 +139,7 @@ def animate(system, true: Trajectory, learned: Trajectory | None = None, *, inde
                 ax.set_xlim(low[0], high[0])
                 ax.set_ylim(low[1], high[1])
                 ax.set_zlim(low[2], high[2])
-                ax.set_box_aspect((1, 1, 1))
+                ax.set_box_aspect((1, 1, 1), zoom=0.85)
                 ax.set_xlabel("$x$ [m]")
                 ax.set_ylabel("$y$ [m]")
                 ax.set_zlabel("$z$ [m]")

@@ -269,7 +269,8 @@ def _potential(system, q: np.ndarray, name: str) -> np.ndarray:
     if not hasattr(system, "potential_energy"):
         raise TypeError(f"{name} must have a potential_energy(q) method, got "
                         f"{type(system).__name__}")
-    energy = _checks.to_numpy(system.potential_energy(q)).reshape(q.shape[:-1])
+    flat = q.reshape(-1, q.shape[-1])  # models take a batch (B, n)
+    energy = _checks.to_numpy(system.potential_energy(flat)).reshape(q.shape[:-1])
     return energy - np.min(energy)
 
 

@@ -1,0 +1,124 @@
+"""``lnn rollout``: roll out a learned model and the true system from the same initial states.
+
+The result is one ``.npz`` file of kind ``"rollout-pair"``
+(:class:`lnn.plot.RolloutPair`): the true and the learned trajectories on one
+time grid, with the system's name, parameters and coordinate types and the
+model's path in the metadata, ready for ``lnn plot``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+_METHODS = ("RK23", "RK45", "DOP853", "Radau", "BDF", "LSODA")
+
+
+def register(subparsers) -> None:
+    """Add the ``rollout`` verb."""
+    parser = subparsers.add_parser(
+        "rollout", help="roll out a learned model and the true system from the same initial states",
+        description="Integrate a learned model (.keras) and the true system from the same random "
+                    "initial states and write both trajectories to one .npz file for `lnn plot`.")
+    parser.add_argument("model", metavar="MODEL", help="learned model file (.keras)")
+    add_system_arguments(parser, required=True)
+    parser.add_argument("--trajectories", type=int, default=8, metavar="N",
+                        help="number of initial states (default 8)")
+    parser.add_argument("--duration", type=float, default=5.0, metavar="S",
+                        help="simulated time in seconds (default 5)")
+    parser.add_argument("--dt", type=float, default=0.01, metavar="DT",
+                        help="sampling interval in seconds (default 0.01)")
+    parser.add_argument("--seed", type=int, default=0, metavar="K",
+                        help="seed of the initial states (default 0)")
+    parser.add_argument("--method", choices=_METHODS, default="DOP853",
+                        help="solve_ivp method (default DOP853)")
+    parser.add_argument("-o", "--output", required=True, metavar="FILE",
+                        help="output file (.npz)")
+    parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    parser.set_defaults(func=run)
+
+
+def add_system_arguments(parser, *, required: bool) -> None:
+    """Add ``--system NAME`` and repeatable ``--param KEY=VALUE`` to ``parser``."""
+    parser.add_argument("--system", required=required, metavar="NAME",
+                        help="built-in system (see `lnn systems`)")
+    parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                        help="system parameter as in `lnn simulate`, repeatable; lists are "
+                             "comma-separated, e.g. --param masses=1,2")
+
+
+def make_system(name: str, param_items: list[str] | None = None, params: dict | None = None):
+    """Build a built-in system from ``--system``/``--param`` or from file metadata.
+
+    Parameters
+    ----------
+    name : str
+        A name in ``simulations.SYSTEMS``.
+    param_items : list of str, optional
+        ``--param KEY=VALUE`` strings, parsed as ``lnn simulate`` does.
+    params : dict, optional
+        Parameters already parsed (e.g. a file's ``metadata["parameters"]``).
+    """
+    import simulations
+    from lnn.cli_simulate import parse_params
+
+    if name not in simulations.SYSTEMS:
+        raise ValueError(f"unknown system {name!r}; known systems: {', '.join(simulations.SYSTEMS)}")
+    if param_items:
+        params = {**(params or {}), **parse_params(param_items, simulations.SYSTEMS[name])}
+    return simulations.make_system(name, **(params or {}))
+
+
+def check_output(path: Path, *, force: bool, suffixes: tuple[str, ...]) -> Path:
+    """Fail early if ``path`` has the wrong suffix, exists without ``force``, or has no directory."""
+    if path.suffix.lower() not in suffixes:
+        raise ValueError(f"-o must end in one of {', '.join(suffixes)}, got {str(path)!r}")
+    if path.exists() and not force:
+        raise FileExistsError(f"refusing to overwrite existing file {str(path)!r}; pass --force")
+    if not path.parent.exists():
+        raise FileNotFoundError(f"directory {str(path.parent)!r} does not exist (writing {str(path)!r})")
+    return path
+
+
+def run(args) -> int:
+    """Roll out both systems and write the pair; print a one-line summary."""
+    import lnn
+    from lnn.cli import ProgressBar
+    from lnn.metrics import rollout_error
+    from lnn.plot import RolloutPair
+
+    output = check_output(Path(args.output), force=args.force, suffixes=(".npz",))
+    for name in ("trajectories",):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name} must be a positive integer, got {getattr(args, name)}")
+    for name in ("duration", "dt"):
+        value = getattr(args, name)
+        if not np.isfinite(value) or value <= 0:
+            raise ValueError(f"--{name} must be a positive number of seconds, got {value}")
+    if args.dt > args.duration:
+        raise ValueError(f"--dt ({args.dt} s) must not exceed --duration ({args.duration} s)")
+    system = make_system(args.system, args.param)
+    model = lnn.load_model(args.model)
+    if model.n_dof != system.n_dof:
+        raise ValueError(f"model {args.model!r} has n_dof={model.n_dof}, system {args.system!r} "
+                         f"has n_dof={system.n_dof}")
+    state = system.sample_state(args.trajectories, rng=args.seed)
+    steps = int(round(args.duration / args.dt))
+    t = np.arange(steps + 1) * args.dt
+    true = lnn.rollout(system, state.q, state.qd, t, method=args.method,
+                       progress=ProgressBar("true system  "))
+    learned = lnn.rollout(model, state.q, state.qd, t, method=args.method,
+                          progress=ProgressBar("learned model"))
+    metadata = {
+        "system": args.system, "parameters": system.parameters(),
+        "angular": [bool(a) for a in system.angular], "model": str(args.model),
+        "method": args.method, "seed": args.seed, "dt": args.dt,
+        "duration": float(t[-1]), "n_trajectories": args.trajectories,
+    }
+    RolloutPair(true, learned, metadata).save(output, overwrite=args.force)
+    error = rollout_error(learned, true, angular=system.angular)
+    print(f"wrote {output}: {args.trajectories} trajectories x {t.size} samples of {args.system}; "
+          f"relative error (geometric mean) {error.geometric_mean:.3g}, median valid "
+          f"prediction time {np.median(error.valid_time):.3g} s")
+    return 0
