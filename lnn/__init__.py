@@ -37,11 +37,13 @@ __all__ = [
     "fit",
     "History",
     "metrics",
+    "plot",
 ]
 
 # TensorFlow-heavy parts load on first use, so ``import lnn`` stays light.
 _LAZY = {"LagrangianNetwork": "lnn.models", "load_model": "lnn.models", "mechanics": None}
 _LAZY.update({"fit": "lnn.train", "History": "lnn.train", "metrics": None})
+_LAZY["plot"] = None  # matplotlib itself loads only when a plot function runs
 
 
 def __getattr__(name):
