@@ -1,0 +1,224 @@
+"""The in-graph integrators of :mod:`lnn.odeint`: order, long-time energy, gradients, agreement."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from scipy.integrate import solve_ivp
+
+import lnn.integrate
+import simulations
+from lnn.odeint import METHODS, odeint
+
+
+@dataclass(frozen=True, eq=False)
+class TFDoublePendulum:
+    """The exact double pendulum (absolute angles from the downward vertical) in TensorFlow.
+
+    ``mass`` may be a ``tf.Variable`` (the lower bob's mass) so that gradients
+    with respect to a parameter of the system can be checked.
+    """
+
+    m1: float = 1.0
+    m2: object = 1.0
+    l1: float = 1.0
+    l2: float = 1.0
+    g: float = 9.81
+
+    n_dof = 2
+    angular = (True, True)
+    dtype = "float64"
+
+    def mass_matrix(self, q, qd=None):
+        """``M(q)``, shape ``(B, 2, 2)``."""
+        off = self.m2 * self.l1 * self.l2 * tf.cos(q[..., 0] - q[..., 1])
+        m11 = (self.m1 + self.m2) * self.l1**2 * tf.ones_like(off)
+        m22 = self.m2 * self.l2**2 * tf.ones_like(off)
+        return tf.stack([tf.stack([m11, off], -1), tf.stack([off, m22], -1)], -2)
+
+    def acceleration(self, q, qd, tau=None):
+        """``qdd``, shape ``(B, 2)``."""
+        k = self.m2 * self.l1 * self.l2 * tf.sin(q[..., 0] - q[..., 1])
+        r1 = -k * qd[..., 1] ** 2 - (self.m1 + self.m2) * self.g * self.l1 * tf.sin(q[..., 0])
+        r2 = k * qd[..., 0] ** 2 - self.m2 * self.g * self.l2 * tf.sin(q[..., 1])
+        rhs = tf.stack([r1, r2], -1)
+        if tau is not None:
+            rhs = rhs + tau
+        return tf.linalg.solve(self.mass_matrix(q), rhs[..., None])[..., 0]
+
+    def energy(self, q, qd):
+        """``T + V``, shape ``(B,)``."""
+        kinetic = 0.5 * tf.einsum("bi,bij,bj->b", qd, self.mass_matrix(q), qd)
+        potential = (-(self.m1 + self.m2) * self.g * self.l1 * tf.cos(q[..., 0])
+                     - self.m2 * self.g * self.l2 * tf.cos(q[..., 1]))
+        return kinetic + potential
+
+
+SYSTEM = TFDoublePendulum()
+Q0 = np.array([[0.5, -0.3], [1.0, 0.2]])
+QD0 = np.array([[0.0, 0.4], [0.3, -0.1]])
+
+
+def _reference(system, q0, qd0, t_end, tau=None):
+    """Final state of a DOP853 solve at rtol = 1e-13, shape ``(B, 4)``."""
+    B, n = q0.shape
+
+    def f(time, y):
+        y = y.reshape(B, 2 * n)
+        force = None if tau is None else tf.constant(tau(time), tf.float64)
+        qdd = system.acceleration(tf.constant(y[:, :n]), tf.constant(y[:, n:]), force).numpy()
+        return np.concatenate([y[:, n:], qdd], 1).ravel()
+
+    y0 = np.concatenate([q0, qd0], 1).ravel()
+    sol = solve_ivp(f, (0.0, t_end), y0, method="DOP853", rtol=1e-13, atol=1e-13)
+    return sol.y[:, -1].reshape(B, 2 * n)
+
+
+def _final_state(trajectory):
+    return np.concatenate([trajectory.q.numpy()[:, -1], trajectory.qd.numpy()[:, -1]], 1)
+
+
+def test_test_oracle_matches_ground_truth_double_pendulum():
+    truth = simulations.DoublePendulum()
+    rng = np.random.default_rng(0)
+    q, qd = rng.normal(size=(5, 2)), rng.normal(size=(5, 2))
+    np.testing.assert_allclose(SYSTEM.acceleration(tf.constant(q), tf.constant(qd)).numpy(),
+                               truth.acceleration(q, qd), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(SYSTEM.energy(tf.constant(q), tf.constant(qd)).numpy(),
+                               truth.energy(q, qd), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("method, order", [("rk4", 4.0), ("verlet", 2.0)])
+def test_convergence_order(method, order):
+    """Fit the log-log slope of the global error against the step (as diffrax's test_ode_order)."""
+    t_end = 1.0
+    reference = _reference(SYSTEM, Q0, QD0, t_end)
+    steps, errors = [], []
+    for n_steps in (20, 40, 80, 160):
+        t = np.linspace(0.0, t_end, n_steps + 1)
+        trajectory = odeint(SYSTEM, Q0, QD0, t, method=method)
+        errors.append(np.abs(_final_state(trajectory) - reference).max())
+        steps.append(t_end / n_steps)
+    slope = np.polyfit(np.log(steps), np.log(errors), 1)[0]
+    assert abs(slope - order) < 0.2, (method, slope, errors)
+
+
+def test_substeps_equal_a_finer_grid():
+    t = np.linspace(0.0, 0.5, 11)
+    fine = np.linspace(0.0, 0.5, 31)
+    for method in METHODS:
+        coarse = odeint(SYSTEM, Q0, QD0, t, method=method, substeps=3)
+        refined = odeint(SYSTEM, Q0, QD0, fine, method=method)
+        np.testing.assert_allclose(coarse.q.numpy(), refined.q.numpy()[:, ::3], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(coarse.qd.numpy(), refined.qd.numpy()[:, ::3], rtol=0, atol=1e-12)
+
+
+def test_symplectic_energy_bounded_while_rk4_drifts():
+    """10^4 steps of h = 0.05 s: Verlet's energy error does not grow, RK4's does."""
+    t = 0.05 * np.arange(10_001)
+    third = t.shape[0] // 3
+    growth = {}
+    for method in METHODS:
+        energy = odeint(SYSTEM, Q0, QD0, t, method=method).energy.numpy()
+        error = np.abs(energy - energy[:, :1])
+        growth[method] = error[:, -third:].max(axis=1) / error[:, :third].max(axis=1)
+        if method == "verlet":
+            assert error.max() < 0.15  # O(h^2) and bounded, against |E| ~ 20
+    assert np.all(growth["verlet"] < 1.3), growth
+    assert np.all(growth["rk4"] > 2.0), growth
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_gradients_match_finite_differences(method):
+    """d loss / d q0 and d loss / d (a variable the system reads) through a 20-step rollout."""
+    mass = tf.Variable(1.3, dtype=tf.float64)
+    system = TFDoublePendulum(m2=mass)
+    q0 = tf.constant(Q0[:1])
+    t = np.linspace(0.0, 1.0, 21)
+
+    def loss(q_init):
+        trajectory = odeint(system, q_init, QD0[:1], t, method=method)
+        return tf.reduce_sum(trajectory.q[:, -1] ** 2) + tf.reduce_sum(trajectory.qd[:, -1])
+
+    with tf.GradientTape() as tape:
+        tape.watch(q0)
+        value = loss(q0)
+    grad_q0, grad_mass = tape.gradient(value, [q0, mass])
+    eps = 1e-6
+    fd_q0 = []
+    for i in range(2):
+        e = np.zeros((1, 2))
+        e[0, i] = eps
+        fd_q0.append((loss(q0 + e) - loss(q0 - e)).numpy() / (2 * eps))
+    np.testing.assert_allclose(grad_q0.numpy()[0], fd_q0, rtol=1e-6, atol=1e-8)
+    mass.assign(1.3 + eps)
+    up = loss(q0).numpy()
+    mass.assign(1.3 - eps)
+    down = loss(q0).numpy()
+    mass.assign(1.3)
+    np.testing.assert_allclose(grad_mass.numpy(), (up - down) / (2 * eps), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_agrees_with_scipy_rollout_under_torques(method):
+    """A sampled torque (interpolated linearly) and the equivalent controller give the scipy answer."""
+    t = np.linspace(0.0, 1.0, 201)
+    tau_samples = np.stack([0.5 * np.sin(3 * t), 0.2 * t], axis=-1)  # (T, 2), linear in between
+    exact = simulations.DoublePendulum()  # numpy twin of SYSTEM (checked above): fast oracle
+    truth = lnn.integrate.rollout(exact, Q0, QD0, t, tau=tau_samples, method="DOP853",
+                                  rtol=1e-12, atol=1e-12)
+    ours = odeint(SYSTEM, Q0, QD0, t, method=method, tau=tau_samples, substeps=2)
+    tolerance = 1e-7 if method == "rk4" else 2e-4
+    np.testing.assert_allclose(ours.q.numpy(), truth.q, atol=tolerance)
+    np.testing.assert_allclose(ours.qd.numpy(), truth.qd, atol=10 * tolerance)
+    np.testing.assert_allclose(ours.tau.numpy(), truth.tau, atol=1e-12)
+    np.testing.assert_allclose(ours.qdd.numpy(),
+                               SYSTEM.acceleration(ours.q, ours.qd, ours.tau).numpy(), atol=1e-12)
+
+    def controller(time, q, qd):
+        return -0.5 * qd  # damping: a force that depends on the state
+
+    damped = odeint(SYSTEM, Q0, QD0, t, method=method, tau=controller, substeps=2)
+    truth = lnn.integrate.rollout(exact, Q0, QD0, t, tau=lambda s, q, qd: -0.5 * qd,
+                                  rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(damped.q.numpy(), truth.q, atol=tolerance)
+    np.testing.assert_allclose(damped.tau.numpy(), truth.tau, atol=10 * tolerance)
+    assert np.all(damped.energy.numpy()[:, -1] < damped.energy.numpy()[:, 0])
+
+
+def test_lazy_wrapper_and_no_retracing():
+    t = np.linspace(0.0, 0.2, 5)
+    first = lnn.integrate.odeint(SYSTEM, Q0, QD0, t)
+    direct = odeint(SYSTEM, Q0[:1], QD0[:1], np.linspace(0.0, 0.4, 9))  # new batch and length
+    assert first.method == "rk4" and first.q.shape == (2, 5, 2) and direct.q.shape == (1, 9, 2)
+    assert isinstance(first.q, tf.Tensor) and first.q.dtype == tf.float64
+    assert first.nfev == 4 * 4 + 5
+    from lnn.odeint import _CACHE
+
+    (compiled,) = [f for key, f in _CACHE[SYSTEM].items() if key[0] == "rk4" and key[1] == 1
+                   and key[3] is None]
+    assert compiled.experimental_get_tracing_count() == 1
+
+
+def test_bad_input_is_rejected_with_a_clear_message():
+    t = np.linspace(0.0, 1.0, 5)
+    with pytest.raises(ValueError, match="method"):
+        odeint(SYSTEM, Q0, QD0, t, method="euler")
+    with pytest.raises(ValueError, match=r"q0 must have shape \(B, 2\)"):
+        odeint(SYSTEM, np.zeros((2, 3)), QD0, t)
+    with pytest.raises(ValueError, match="batch size"):
+        odeint(SYSTEM, Q0, QD0[:1], t)
+    with pytest.raises(ValueError, match="strictly increasing"):
+        odeint(SYSTEM, Q0, QD0, t[::-1])
+    with pytest.raises(ValueError, match=r"t must have shape \(T,\)"):
+        odeint(SYSTEM, Q0, QD0, [0.0])
+    with pytest.raises(ValueError, match="tau must be"):
+        odeint(SYSTEM, Q0, QD0, t, tau=np.zeros((4, 2)))
+    with pytest.raises(ValueError, match="substeps"):
+        odeint(SYSTEM, Q0, QD0, t, substeps=0)
+    with pytest.raises(TypeError, match="mass_matrix"):
+        odeint(type("NoMass", (), {"n_dof": 2, "acceleration": SYSTEM.acceleration,
+                                   "energy": SYSTEM.energy})(), Q0, QD0, t, method="verlet")
