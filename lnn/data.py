@@ -42,7 +42,7 @@ DEFAULT_FREQUENCIES = (0.1, 2.0)
 DEFAULT_COMPONENTS = 5
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Dataset:
     """``N`` samples of trajectories of one mechanical system.
 
@@ -550,7 +550,7 @@ def _default_amplitude(system, q: np.ndarray) -> np.ndarray:
     return 0.5 * gravity.max(axis=0) + 5.0 * inertia.max(axis=0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Sinusoids:
     """Excitation torques: per trajectory and joint, a sum of ``K`` sinusoids.
 
