@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "lnn.cli_evaluate",
     "lnn.cli_rollout",
     "lnn.cli_plot",
+    "lnn.cli_demo",
 )
 
 
@@ -67,6 +68,35 @@ def _clock(seconds: float) -> str:
     return f"{minutes:02d}:{secs:02d}"
 
 
+#: Verbs that never need TensorFlow (they start faster without importing it).
+_WITHOUT_TENSORFLOW = frozenset({"systems", "simulate"})
+
+
+def import_tensorflow_quietly() -> None:
+    """Import TensorFlow with its C++ start-up log (oneDNN, CUDA probes) kept off the terminal.
+
+    TensorFlow >= 2.19 logs through absl before ``TF_CPP_MIN_LOG_LEVEL`` is
+    read (tensorflow/tensorflow#100442), so the CLI silences file descriptor 2
+    while TensorFlow imports and enumerates its devices, then restores it:
+    warnings and errors raised later still reach the terminal.
+    """
+    if "tensorflow" in sys.modules:
+        return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        import tensorflow as tf
+
+        tf.config.list_logical_devices()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the ``lnn`` argument parser with every registered verb."""
     parser = argparse.ArgumentParser(
@@ -82,13 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``lnn`` console script; returns the exit code."""
-    # TensorFlow's C++ start-up chatter (oneDNN, CUDA probes) is noise on a terminal.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 1
+    if args.command not in _WITHOUT_TENSORFLOW:
+        import_tensorflow_quietly()
     try:
         return int(args.func(args) or 0)
     except (ValueError, TypeError, FileNotFoundError, FileExistsError, KeyError, RuntimeError) as exc:

@@ -233,7 +233,9 @@ class MetricsTable:
         The metrics, in a stable order.
     details : dict
         The full per-sample results (``AccelerationError``, ``TorqueError``,
-        ``RolloutError``, ``EnergyError``, ``MassMatrixReport``) by name.
+        ``RolloutError``, ``EnergyError``, ``MassMatrixReport``) by name, and
+        the learned and true rollouts (``"predicted"``, ``"reference"``:
+        :class:`lnn.Trajectory`) when rollouts were made.
     """
 
     rows: tuple[MetricRow, ...]
@@ -724,6 +726,7 @@ def evaluate(model, data, *, true_system=None, initial_states=None, n_rollouts: 
         angular = getattr(data, "angular", None) or getattr(model, "angular", None)
         roll = rollout_error(predicted, reference, threshold=threshold, angular=angular)
         details["rollout"] = roll
+        details["predicted"], details["reference"] = predicted, reference
         rows += [MetricRow("rollout_error_geometric_mean", roll.geometric_mean,
                            "geometric mean over trajectories of the time-averaged relative error"),
                  MetricRow("valid_prediction_time_mean", float(np.mean(roll.valid_time)),

@@ -81,6 +81,23 @@ class Trajectory:
             metadata=dict(self.metadata),
         )
 
+    def until(self, t_stop: float) -> "Trajectory":
+        """The samples with ``t <= t_stop`` (a prefix in time, all trajectories).
+
+        Parameters
+        ----------
+        t_stop : float
+            Last time kept (s); must be at or after ``t[0]``.
+        """
+        if not np.isfinite(t_stop) or t_stop < self.t[0]:
+            raise ValueError(f"t_stop must be a finite time >= t[0] = {self.t[0]:g}, got {t_stop!r}")
+        k = int(np.searchsorted(self.t, t_stop, side="right"))
+        return Trajectory(
+            t=self.t[:k], q=self.q[:, :k], qd=self.qd[:, :k], qdd=self.qdd[:, :k],
+            tau=self.tau[:, :k], energy=self.energy[:, :k], nfev=self.nfev,
+            method=self.method, metadata=dict(self.metadata),
+        )
+
     def save(self, path, *, overwrite: bool = False) -> None:
         """Write the trajectory to an ``.npz`` file (no pickle).
 
