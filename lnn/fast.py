@@ -1,0 +1,547 @@
+"""Fast numpy inference of a trained :class:`lnn.LagrangianNetwork`.
+
+``solve_ivp`` calls the right-hand side once per solver stage, and at small
+batches the cost of a call is dispatch, not arithmetic: any ``tf.function``
+call costs 130–400 µs on a small CPU, against a few µs for a numpy function.
+:class:`FastLagrangian` is a numpy snapshot of a model's weights that
+evaluates the Euler–Lagrange accelerations of the built-in networks in closed
+form, as a handful of batched matmuls:
+
+- the feature map (``sin/cos`` of angular coordinates, affine scaling of the
+  others, ``qd / qd_scale``) is folded into the first layer, so
+  ``z_1 = [q_lin, sin q_ang, cos q_ang] @ W_r + qd @ W_qd + b``;
+- a forward pass keeps ``s'(z_l)``, ``s''(z_l)``; the backward adjoints
+  ``delta_l = dy/dh_l`` give ``dL/dq`` (pulled back through the feature map);
+- the forward Jacobians ``K_l = dz_l/dqd`` (``K_1 = W_qd``,
+  ``K_l = (K_{l-1} * s'(z_{l-1})) @ W_l``) are propagated together with the
+  tangent ``t_l`` of ``z_l`` along the feature direction ``(dr/dq) qd``, so
+  that one product per layer gives both ``M = d2T/dqd2 = sum_l K_l
+  diag(s''(z_l) delta_l) K_l^T`` and the mixed term ``(d2L/dqd dq) qd =
+  sum_l K_l (s''(z_l) delta_l t_l)``;
+- the structured kind (``M = C C^T + eps I``) differentiates the Cholesky
+  network in forward mode (``dM/dt``) and reverse mode (``d(qd^T M qd)/dq``).
+
+:meth:`FastLagrangian.acceleration` equals the TensorFlow path to rounding
+(tests: 1e-10 in float64). :func:`acceleration_jacobian` gives the exact
+``d qdd / d [q, qd]`` by TensorFlow autodiff of the compiled acceleration, for
+scipy's implicit solvers.
+
+A :class:`FastLagrangian` is a *snapshot*: it does not see later changes of the
+model's weights; take a new one after training (``model.numpy_acceleration``
+does so each time the attribute is looked up).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import weakref
+
+import numpy as np
+from scipy.special import expit
+
+from lnn.mechanics import MassMatrixError, mass_matrix_health
+
+__all__ = ["FastLagrangian", "IndefiniteMassMatrixError", "acceleration_jacobian"]
+
+
+class IndefiniteMassMatrixError(MassMatrixError):
+    """A learned mass matrix that is not positive definite during inference.
+
+    Attributes
+    ----------
+    trajectories : tuple of int
+        Batch indices whose ``M`` is not positive definite (the rollout
+        reports them with the time).
+    health : lnn.mechanics.MassMatrixHealth
+        Health report of the whole batch.
+    """
+
+    def __init__(self, message: str, health, trajectories) -> None:
+        super().__init__(message, health)
+        self.trajectories = tuple(int(i) for i in trajectories)
+
+
+# ----------------------------------------------------------------------------- activations
+
+
+def _softplus(z):
+    return np.logaddexp(z, 0.0)
+
+
+def _act_softplus(z):
+    s = expit(z)
+    return _softplus(z), s, s * (1.0 - s)
+
+
+def _act_tanh(z):
+    t = np.tanh(z)
+    d1 = 1.0 - t * t
+    return t, d1, -2.0 * t * d1
+
+
+def _act_sigmoid(z):
+    s = expit(z)
+    d1 = s * (1.0 - s)
+    return s, d1, d1 * (1.0 - 2.0 * s)
+
+
+def _act_swish(z):
+    s = expit(z)
+    d1s = s * (1.0 - s)
+    return z * s, s + z * d1s, d1s * (2.0 + z * (1.0 - 2.0 * s))
+
+
+#: name -> z -> (s(z), s'(z), s''(z)) in numpy.
+_ACTIVATIONS = {
+    "softplus": _act_softplus,
+    "tanh": _act_tanh,
+    "sigmoid": _act_sigmoid,
+    "swish": _act_swish,
+}
+
+
+# ----------------------------------------------------------------------------- networks
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Net:
+    """An MLP on the raw inputs ``r = [q_lin, sin q_ang, cos q_ang]`` and ``qd``.
+
+    ``w_r (R, H_1)``, ``w_qd (n, H_1)`` or None, ``b_1 (H_1,)``; then
+    ``kernels[i] (H_i, H_{i+1})``, ``biases[i]`` with the last being the
+    linear output layer.
+    """
+
+    w_r: np.ndarray
+    w_qd: np.ndarray | None
+    b_1: np.ndarray
+    kernels: tuple
+    biases: tuple
+    activation: str
+
+
+def _fold_net(layers, n_features: int, r_to_x: np.ndarray, x_offset: np.ndarray,
+              qd_scale: np.ndarray, dtype) -> _Net:
+    """Fold the feature map ``x = r @ r_to_x + x_offset`` and ``qd / qd_scale`` into layer 1."""
+    first = layers[0]
+    w_x = np.asarray(first.kernel[:n_features], np.float64)
+    w_v = np.asarray(first.kernel[n_features:], np.float64)
+    w_r = r_to_x @ w_x
+    b_1 = np.asarray(first.bias, np.float64) + x_offset @ w_x
+    w_qd = w_v / qd_scale[:, None] if w_v.shape[0] else None
+    cast = lambda a: np.ascontiguousarray(a, dtype=dtype)  # noqa: E731
+    return _Net(
+        w_r=cast(w_r), w_qd=None if w_qd is None else cast(w_qd), b_1=cast(b_1),
+        kernels=tuple(cast(layer.kernel) for layer in layers[1:]),
+        biases=tuple(cast(layer.bias) for layer in layers[1:]),
+        activation=first.activation,
+    )
+
+
+def _forward(net: _Net, r, qd):
+    """Hidden pre-activations' derivatives and the output.
+
+    Returns ``(out (B, K), slopes [s'(z_l)], curvatures [s''(z_l)])``.
+    """
+    act = _ACTIVATIONS[net.activation]
+    z = r @ net.w_r + net.b_1
+    if net.w_qd is not None:
+        z = z + qd @ net.w_qd
+    slopes, curvs = [], []
+    for k, b in zip(net.kernels, net.biases):
+        h, d1, d2 = act(z)
+        slopes.append(d1)
+        curvs.append(d2)
+        z = h @ k + b
+    return z, slopes, curvs
+
+
+def _backward(net: _Net, slopes, adjoint):
+    """Adjoints ``delta_l = d(out . adjoint)/dh_l`` and ``g_1 = delta_1 s'(z_1)``.
+
+    ``adjoint`` has shape ``(B, K)`` or ``(1, K)``; returns ``(deltas, g_1)``.
+    """
+    deltas = [None] * len(slopes)
+    delta = adjoint @ net.kernels[-1].T
+    for i in range(len(slopes) - 1, -1, -1):
+        deltas[i] = delta
+        if i > 0:
+            delta = (delta * slopes[i]) @ net.kernels[i - 1].T
+    return deltas, deltas[0] * slopes[0]
+
+
+def _tangent(net: _Net, slopes, t_1):
+    """Forward-mode tangent of the output for the tangent ``t_1`` of ``z_1``, shape ``(B, K)``."""
+    t = t_1
+    for k, d1 in zip(net.kernels, slopes):
+        t = (t * d1) @ k
+    return t
+
+
+# ----------------------------------------------------------------------------- the snapshot
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class FastLagrangian:
+    """A numpy snapshot of a :class:`lnn.LagrangianNetwork` for fast inference.
+
+    Build it with :meth:`from_model`. Every method takes numpy arrays ``q``,
+    ``qd`` (and ``tau``) of shape ``(B, n)`` or ``(n,)`` and computes in the
+    model's dtype.
+
+    Attributes
+    ----------
+    n_dof : int
+    angular : tuple of bool
+    kind : str
+        ``"kinetic-potential"``, ``"black-box"`` or ``"structured"``.
+    dtype : numpy.dtype
+    damping : numpy.ndarray or None, shape ``(n, n)``
+        The learned viscous damping ``D`` (None without damping).
+    epsilon : float
+        Added to the diagonal of ``M`` (structured and convex models; 0 else).
+    """
+
+    n_dof: int
+    angular: tuple
+    kind: str
+    dtype: np.dtype
+    damping: np.ndarray | None
+    epsilon: float
+    lin: np.ndarray
+    ang: np.ndarray
+    main: _Net
+    potential: _Net | None
+    tril: tuple
+
+    @classmethod
+    def from_model(cls, model) -> "FastLagrangian":
+        """Snapshot the current weights of ``model``.
+
+        Parameters
+        ----------
+        model : lnn.LagrangianNetwork
+
+        Returns
+        -------
+        FastLagrangian
+
+        Raises
+        ------
+        TypeError
+            If ``model`` does not expose ``feature_map()`` and ``mlp_layers()``.
+        """
+        for attr in ("feature_map", "mlp_layers", "kind", "n_dof"):
+            if not hasattr(model, attr):
+                raise TypeError(f"model must be an lnn.LagrangianNetwork; "
+                                f"{type(model).__name__} has no {attr!r}")
+        n = int(model.n_dof)
+        dtype = np.dtype(str(model.dtype))
+        angular = tuple(bool(a) for a in model.angular)
+        fmap = model.feature_map()
+        lin = np.flatnonzero(~np.asarray(angular, bool))
+        ang = np.flatnonzero(np.asarray(angular, bool))
+        r_to_x = np.concatenate([np.asarray(fmap.A, np.float64)[lin],
+                                 np.asarray(fmap.B_sin, np.float64)[ang],
+                                 np.asarray(fmap.B_cos, np.float64)[ang]], axis=0)
+        x_offset = np.asarray(fmap.c, np.float64)
+        qd_scale = np.asarray(fmap.qd_scale, np.float64)
+        n_features = r_to_x.shape[1]
+        layers = model.mlp_layers()
+        fold = lambda name: _fold_net(layers[name], n_features, r_to_x, x_offset,  # noqa: E731
+                                      qd_scale, dtype)
+        kind = model.kind
+        if kind == "kinetic-potential":
+            main, potential = fold("kinetic"), fold("potential")
+            epsilon = float(model.epsilon) if getattr(model, "convex", False) else 0.0
+        elif kind == "black-box":
+            main, potential, epsilon = fold("lagrangian"), None, 0.0
+        elif kind == "structured":
+            main, potential, epsilon = fold("cholesky"), fold("potential"), float(model.epsilon)
+        else:
+            raise TypeError(f"unsupported model kind {kind!r}")
+        damping = None
+        if getattr(model, "damping", False):
+            damping = np.ascontiguousarray(np.asarray(model.damping_matrix()), dtype=dtype)
+        return cls(n_dof=n, angular=angular, kind=kind, dtype=dtype, damping=damping,
+                   epsilon=epsilon, lin=lin, ang=ang, main=main, potential=potential,
+                   tril=np.tril_indices(n, -1))
+
+    # -- inputs ------------------------------------------------------------------
+    def _inputs(self, *arrays):
+        out, single = [], False
+        n = self.n_dof
+        for name, value in arrays:
+            if value is None:
+                out.append(None)
+                continue
+            a = np.asarray(value, dtype=self.dtype)
+            if a.ndim == 1:
+                a, single = a[None], True
+            if a.ndim != 2 or a.shape[1] != n:
+                raise ValueError(f"{name} must have shape (B, {n}) or ({n},), "
+                                 f"got shape {np.shape(value)}")
+            out.append(a)
+        shapes = {a.shape[0] for a in out if a is not None}
+        if len(shapes) > 1:
+            raise ValueError(f"q, qd and tau must have the same batch size, got {sorted(shapes)}")
+        return out, single
+
+    def _basis(self, q):
+        """``r(q) = [q_lin, sin q_ang, cos q_ang]`` and its pieces, ``(B, R)``."""
+        if self.ang.size == 0:
+            return q, None, None
+        qa = q[:, self.ang] if self.lin.size else q
+        s, c = np.sin(qa), np.cos(qa)
+        parts = ([q[:, self.lin]] if self.lin.size else []) + [s, c]
+        return np.concatenate(parts, axis=1), s, c
+
+    def _basis_tangent(self, u, s, c):
+        """``(dr/dq) u``, shape ``(B, R)``."""
+        if s is None:
+            return u
+        ua = u[:, self.ang] if self.lin.size else u
+        parts = ([u[:, self.lin]] if self.lin.size else []) + [c * ua, -s * ua]
+        return np.concatenate(parts, axis=1)
+
+    def _pullback(self, g, s, c):
+        """``g @ dr/dq`` for ``g (B, R)``: the gradient in ``q``, ``(B, n)``."""
+        if s is None:
+            return g
+        n_lin, n_ang = self.lin.size, self.ang.size
+        g_ang = c * g[:, n_lin:n_lin + n_ang] - s * g[:, n_lin + n_ang:]
+        if not n_lin:
+            return g_ang
+        out = np.empty((g.shape[0], self.n_dof), dtype=g.dtype)
+        out[:, self.lin] = g[:, :n_lin]
+        out[:, self.ang] = g_ang
+        return out
+
+    # -- mechanics -----------------------------------------------------------------
+    def _scalar_terms(self, q, qd, *, need_grad_q: bool = True):
+        """``(M (B,n,n), dL/dq - (d2L/dqd dq) qd (B,n))`` for the scalar kinds."""
+        net = self.main
+        r, s, c = self._basis(q)
+        _, slopes, curvs = _forward(net, r, qd)
+        deltas, g_1 = _backward(net, slopes, np.ones((1, 1), self.dtype))
+        n = self.n_dof
+        # Rows 0..n-1: K_l = dz_l/dqd; row n: tangent of z_l along (dr/dq) qd.
+        t_1 = self._basis_tangent(qd, s, c) @ net.w_r
+        k = np.concatenate([np.broadcast_to(net.w_qd, (q.shape[0],) + net.w_qd.shape),
+                            t_1[:, None, :]], axis=1)  # (B, n+1, H_1)
+        both = None
+        for i, (d1, d2, delta) in enumerate(zip(slopes, curvs, deltas)):
+            if i > 0:
+                k = (k * slopes[i - 1][:, None, :]) @ net.kernels[i - 1]
+            weighted = k * (d2 * delta)[:, None, :]
+            term = weighted @ k[:, :n, :].transpose(0, 2, 1)  # (B, n+1, n)
+            both = term if both is None else both + term
+        mass = both[:, :n, :]
+        mixed = both[:, n, :]
+        if self.epsilon:
+            mass = mass + self.epsilon * np.eye(n, dtype=self.dtype)
+        if not need_grad_q:
+            return mass, None
+        grad_r = g_1 @ net.w_r.T
+        if self.potential is not None:
+            _, p_slopes, _ = _forward(self.potential, r, None)
+            _, p_g1 = _backward(self.potential, p_slopes, np.ones((1, 1), self.dtype))
+            grad_r = grad_r - p_g1 @ self.potential.w_r.T
+        return mass, self._pullback(grad_r, s, c) - mixed
+
+    def _structured_mass(self, r):
+        """``(M, C, raw, slopes)`` of the structured kind at basis ``r``."""
+        n = self.n_dof
+        raw, slopes, _ = _forward(self.main, r, None)
+        chol = np.zeros((r.shape[0], n, n), dtype=self.dtype)
+        diag = np.arange(n)
+        chol[:, diag, diag] = _softplus(raw[:, :n])
+        chol[:, self.tril[0], self.tril[1]] = raw[:, n:]
+        mass = chol @ chol.transpose(0, 2, 1) + self.epsilon * np.eye(n, dtype=self.dtype)
+        return mass, chol, raw, slopes
+
+    def _structured_terms(self, q, qd):
+        n = self.n_dof
+        r, s, c = self._basis(q)
+        mass, chol, raw, slopes = self._structured_mass(r)
+        sig = expit(raw[:, :n])
+        w = np.einsum("bji,bj->bi", chol, qd)  # C^T qd
+        # dL/dq: d(1/2 |C^T qd|^2)/d raw, back through the Cholesky net, minus dV/dq.
+        adjoint = np.concatenate([qd * w * sig, qd[:, self.tril[0]] * w[:, self.tril[1]]], axis=1)
+        _, g_1 = _backward(self.main, slopes, adjoint)
+        grad_r = g_1 @ self.main.w_r.T
+        _, p_slopes, _ = _forward(self.potential, r, None)
+        _, p_g1 = _backward(self.potential, p_slopes, np.ones((1, 1), self.dtype))
+        grad_r = grad_r - p_g1 @ self.potential.w_r.T
+        # (dM/dt) qd = dC (C^T qd) + C (dC^T qd), dC the tangent of C along qd.
+        d_raw = _tangent(self.main, slopes, self._basis_tangent(qd, s, c) @ self.main.w_r)
+        d_chol = np.zeros_like(chol)
+        diag = np.arange(n)
+        d_chol[:, diag, diag] = sig * d_raw[:, :n]
+        d_chol[:, self.tril[0], self.tril[1]] = d_raw[:, n:]
+        mixed = (np.einsum("bij,bj->bi", d_chol, w)
+                 + np.einsum("bij,bj->bi", chol, np.einsum("bji,bj->bi", d_chol, qd)))
+        return mass, self._pullback(grad_r, s, c) - mixed
+
+    def acceleration(self, q, qd, tau=None) -> np.ndarray:
+        """Forward dynamics ``qdd = M^{-1} (dL/dq - (d2L/dqd dq) qd + tau - D qd)``.
+
+        Parameters
+        ----------
+        q, qd : array_like, shape ``(B, n)`` or ``(n,)``
+        tau : array_like, same shape, optional
+
+        Returns
+        -------
+        numpy.ndarray, shape ``(B, n)`` (``(n,)`` for a single state), model dtype
+
+        Raises
+        ------
+        IndefiniteMassMatrixError
+            (a ``ValueError``) if ``M`` is not positive definite for some
+            samples; its ``trajectories`` lists them.
+        """
+        (q, qd, tau), single = self._inputs(("q", q), ("qd", qd), ("tau", tau))
+        mass, rhs = self._terms(q, qd)
+        if tau is not None:
+            rhs = rhs + tau
+        if self.damping is not None:
+            rhs = rhs - qd @ self.damping.T
+        qdd = self._solve(mass, rhs)
+        return qdd[0] if single else qdd
+
+    def inverse_dynamics(self, q, qd, qdd) -> np.ndarray:
+        """Inverse dynamics ``tau = M qdd + (d2L/dqd dq) qd - dL/dq + D qd``.
+
+        Parameters
+        ----------
+        q, qd, qdd : array_like, shape ``(B, n)`` or ``(n,)``
+
+        Returns
+        -------
+        numpy.ndarray, shape ``(B, n)`` (``(n,)`` for a single state), model dtype
+        """
+        (q, qd, qdd), single = self._inputs(("q", q), ("qd", qd), ("qdd", qdd))
+        mass, rhs = self._terms(q, qd)
+        tau = (mass @ qdd[..., None])[..., 0] - rhs
+        if self.damping is not None:
+            tau = tau + qd @ self.damping.T
+        return tau[0] if single else tau
+
+    def _terms(self, q, qd):
+        """``M (B, n, n)`` and ``dL/dq - (d2L/dqd dq) qd (B, n)``."""
+        if self.kind == "structured":
+            return self._structured_terms(q, qd)
+        return self._scalar_terms(q, qd)
+
+    def mass_matrix(self, q, qd=None) -> np.ndarray:
+        """Mass matrix ``M = d2L/dqd2``.
+
+        Parameters
+        ----------
+        q : array_like, shape ``(B, n)`` or ``(n,)``
+        qd : array_like, same shape, optional (default zeros)
+
+        Returns
+        -------
+        numpy.ndarray, shape ``(B, n, n)`` (``(n, n)`` for a single state)
+        """
+        if qd is None:
+            qd = np.zeros(np.shape(q))
+        (q, qd), single = self._inputs(("q", q), ("qd", qd))
+        if self.kind == "structured":
+            mass = self._structured_mass(self._basis(q)[0])[0]
+        else:
+            mass = self._scalar_terms(q, qd, need_grad_q=False)[0]
+        return mass[0] if single else mass
+
+    def _solve(self, mass, rhs):
+        """``M^{-1} rhs`` per sample; a Cholesky factorisation checks positive definiteness."""
+        try:
+            np.linalg.cholesky(mass)
+        except np.linalg.LinAlgError:
+            health = mass_matrix_health(mass) if np.all(np.isfinite(mass)) else None
+            bad = np.flatnonzero(~np.all(np.isfinite(mass), axis=(1, 2)))
+            if health is not None:
+                bad = np.flatnonzero(health.min_eigenvalues <= 0)
+            detail = (f" (smallest eigenvalue {health.min_eigenvalue:.6g})"
+                      if health is not None else " (non-finite entries)")
+            raise IndefiniteMassMatrixError(
+                f"the learned mass matrix is not positive definite for trajectory(ies) "
+                f"{bad.tolist()} of {mass.shape[0]}{detail}; refusing to pseudo-invert it",
+                health, bad) from None
+        return np.linalg.solve(mass, rhs[..., None])[..., 0]
+
+
+# ----------------------------------------------------------------------------- Jacobian
+
+# model -> {(dtype, with_tau): concrete function}; weak so that models can be freed.
+_JACOBIANS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def acceleration_jacobian(model, q, qd, tau=None) -> np.ndarray:
+    """Exact Jacobian ``d qdd / d [q, qd]`` of a learned model, by TensorFlow autodiff.
+
+    One compiled ``tf.function`` (fixed ``input_signature``, batch dimension
+    ``None``) takes ``tf.GradientTape.batch_jacobian`` of the model's
+    acceleration graph, so the cost grows linearly with the batch and the
+    blocks are per sample (``tau`` held fixed).
+
+    Parameters
+    ----------
+    model : lnn.LagrangianNetwork
+    q, qd : array_like, shape ``(B, n)`` or ``(n,)``
+    tau : array_like, same shape, optional
+
+    Returns
+    -------
+    numpy.ndarray, shape ``(B, n, 2n)`` (``(n, 2n)`` for a single state), float64
+        Columns ``[:n]`` are ``d qdd / d q``, columns ``[n:]`` ``d qdd / d qd``.
+
+    Raises
+    ------
+    ValueError
+        For shapes that do not match ``model.n_dof``.
+    """
+    import tensorflow as tf
+
+    n = int(model.n_dof)
+    dtype = tf.as_dtype(str(model.dtype))
+    arrays, single = [], False
+    for name, value in (("q", q), ("qd", qd), ("tau", tau)):
+        if value is None:
+            arrays.append(None)
+            continue
+        a = np.asarray(value, dtype=dtype.as_numpy_dtype)
+        if a.ndim == 1:
+            a, single = a[None], True
+        if a.ndim != 2 or a.shape[1] != n:
+            raise ValueError(f"{name} must have shape (B, {n}) or ({n},), got shape {np.shape(value)}")
+        arrays.append(a)
+    q, qd, tau = arrays
+    if q.shape != qd.shape or (tau is not None and tau.shape != q.shape):
+        raise ValueError(f"q, qd and tau must have the same shape, got {q.shape}, {qd.shape}"
+                         + ("" if tau is None else f", {tau.shape}"))
+    try:
+        per_model = _JACOBIANS.setdefault(model, {})
+    except TypeError:
+        per_model = {}
+    key = (dtype, tau is not None)
+    fn = per_model.get(key)
+    if fn is None:
+        spec = tf.TensorSpec((None, n), dtype)
+
+        def jacobian(q, qd, tau=None):
+            state = tf.concat([q, qd], axis=1)
+            with tf.GradientTape() as tape:
+                tape.watch(state)
+                qdd = model._acceleration_graph(state[:, :n], state[:, n:], tau)
+            return tape.batch_jacobian(qdd, state)
+
+        signature = [spec, spec, spec] if tau is not None else [spec, spec]
+        fn = tf.function(jacobian, input_signature=signature, autograph=False)
+        fn = fn.get_concrete_function()
+        per_model[key] = fn
+    args = (q, qd) if tau is None else (q, qd, tau)
+    result = np.asarray(fn(*(tf.constant(a) for a in args)), dtype=np.float64)
+    return result[0] if single else result
