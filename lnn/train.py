@@ -225,7 +225,7 @@ def _split(dataset, validation, seed: int):
 
 def _std(x: np.ndarray) -> np.ndarray:
     """Per-column standard deviation with zeros replaced by the mean one (or 1)."""
-    s = x.std(axis=0)
+    s = np.nanstd(x, axis=0)
     fallback = s[s > 0].mean() if np.any(s > 0) else 1.0
     return np.where(s > 0, s, fallback)
 
@@ -323,7 +323,7 @@ class _Trainer:
     """The compiled train and evaluation steps of one :func:`fit` call."""
 
     def __init__(self, model, weights, *, n: int, dtype, scales: dict, strategy,
-                 optimizer, horizon: int, dt: float) -> None:
+                 optimizer, horizon: int, dt: float, signature) -> None:
         self.model = model
         self.weights = weights
         self.terms = [k for k, w in weights.items() if w > 0]
@@ -336,12 +336,9 @@ class _Trainer:
         self.dt = dt
         self.traces = 0
         self.eval_traces = 0
-        spec = tf.TensorSpec([None, n], dtype)
-        if "rollout" in weights:
-            window = tf.TensorSpec([None, horizon + 1, n], dtype)
-            self.signature = [spec, spec, spec, spec, window, window, window]
-        else:
-            self.signature = [spec, spec, spec, spec]
+        # The element spec of the (distributed) dataset: TensorSpecs with a None
+        # batch dimension, or PerReplicaSpecs under a multi-replica strategy.
+        self.signature = list(signature)
         self._train = tf.function(self._distributed_train, input_signature=self.signature,
                                   autograph=False)
         self._eval = tf.function(self._distributed_eval, input_signature=self.signature,
@@ -399,23 +396,26 @@ class _Trainer:
             total = tf.add_n([self.weights[k] * sums[k] for k in self.terms]) / global_rows
         grads = tape.gradient(total, variables)
         grads = [tf.zeros_like(v) if g is None else g for v, g in zip(variables, grads)]
-        # Every replica must agree on whether to apply: reduce the finiteness flag.
-        local_ok = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads] +
-                                 [tf.math.is_finite(total)])
-        bad = ctx.all_reduce(tf.distribute.ReduceOp.SUM, 1.0 - tf.cast(local_ok, self.dtype))
-        ok = bad < 0.5
+        return {k: sums[k] for k in self.terms}, rows, grads
+
+    def _distributed_train(self, *batch):
+        self.traces += 1  # Python side effect: runs once per tracing
+        sums, rows, grads = self.strategy.run(self._replica_train, args=batch)
+        reduce = lambda x: self.strategy.reduce(tf.distribute.ReduceOp.SUM, x, axis=None)  # noqa: E731
+        grads = [reduce(g) for g in grads]
+        sums, rows = {k: reduce(v) for k, v in sums.items()}, reduce(rows)
+        finite = [tf.reduce_all(tf.math.is_finite(g)) for g in grads]
+        finite += [tf.math.is_finite(v) for v in sums.values()]
+        ok = tf.reduce_all(tf.stack(finite))
+        variables = self.model.trainable_variables
 
         def apply():
+            # Cross-replica context: the gradients are already summed over replicas.
             self.optimizer.apply_gradients(zip(grads, variables))
             return tf.constant(True)
 
         applied = tf.cond(ok, apply, lambda: tf.constant(False))
-        return {k: sums[k] for k in self.terms}, rows, applied
-
-    def _distributed_train(self, *batch):
-        self.traces += 1  # Python side effect: runs once per tracing
-        sums, rows, applied = self.strategy.run(self._replica_train, args=batch)
-        return self._reduce(sums, rows), self.strategy.experimental_local_results(applied)[0]
+        return (sums, rows), applied
 
     def _replica_eval(self, *batch):
         sums, rows = self._replica_sums(batch, training=False)
@@ -643,9 +643,10 @@ def fit(
     scales = {"qdd": _std(train["qdd"]), "tau": _std(train["tau"]),
               "q": _std(train["q"]), "qd": _std(train["qd"])}
     power = np.sum(train["qd"] * train["tau"], axis=1)
-    if not np.any(power != 0):
+    if not np.any(power[np.isfinite(power)] != 0):
         power = np.sum(train["qd"] * train["qdd"], axis=1)
-    scales["power"] = np.asarray(power.std() if power.std() > 0 else 1.0)
+    spread = float(np.nanstd(power)) if np.any(np.isfinite(power)) else 0.0
+    scales["power"] = np.asarray(spread if spread > 0 else 1.0)
 
     windows = val_windows = None
     dt = math.nan
@@ -667,8 +668,14 @@ def fit(
         optimizer.build(model.trainable_variables)
         epoch_var = tf.Variable(0, dtype=tf.int64, trainable=False)
         seed_var = tf.Variable(int(seed), dtype=tf.int64, trainable=False)
+    def distribute(arrays, index):
+        return strategy.experimental_distribute_dataset(
+            _make_dataset(arrays, index, batch_size, dtype, windows if arrays is train else val_windows,
+                          horizon))
+
+    signature = distribute(train, np.arange(min(n_train, batch_size))).element_spec
     trainer = _Trainer(model, weights, n=n, dtype=dtype, scales=scales, strategy=strategy,
-                       optimizer=optimizer, horizon=horizon, dt=dt)
+                       optimizer=optimizer, horizon=horizon, dt=dt, signature=signature)
 
     # History (restored when resuming from a checkpoint).
     log: dict[str, list] = {"epoch": [], "lr": [], "time": []}
@@ -720,8 +727,7 @@ def fit(
         val_index = (np.arange(val_windows.size) if val_windows is not None
                      else np.arange(val["q"].shape[0]))
         if val_index.size:
-            val_ds = _make_dataset(val, val_index, batch_size, dtype, val_windows, horizon)
-            val_batches = strategy.experimental_distribute_dataset(val_ds)
+            val_batches = distribute(val, val_index)
     since_best = 0 if best["epoch"] < 0 else (first_epoch - 1 - best["epoch"])
 
     for epoch in range(first_epoch, epochs):
@@ -732,8 +738,7 @@ def fit(
             break
         order = (np.random.default_rng([int(seed), epoch]).permutation(n_train) if shuffle
                  else np.arange(n_train))
-        ds = strategy.experimental_distribute_dataset(
-            _make_dataset(train, order, batch_size, dtype, windows, horizon))
+        ds = distribute(train, order)
         sums = {k: 0.0 for k in trainer.terms}
         rows = 0.0
         timed_out = False

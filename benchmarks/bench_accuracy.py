@@ -1,0 +1,304 @@
+"""Accuracy of lnn against the published LNN and DeLaN figures (a script, not a test).
+
+Every case trains from scratch with fixed seeds inside a wall-time budget
+(default 480 s of training per model, well under 10 minutes per case with data
+generation and evaluation on 2 CPU cores), evaluates on held-out data, and
+prints the figures with the published anchors beside them:
+
+1. double pendulum (m = l = 1, g = 9.8, absolute angles; Cranmer et al. 2020):
+   median relative acceleration error (< 1 %) on 10 000 random held-out
+   states, and the energy error |E(x_pred(10 s)) - E(x_true(10 s))| / 29.4
+   over 40 held-out initial states (angles uniform in [0, 2 pi), rates
+   uniform in [0, 0.1)), mean < 0.0043 (the LNN paper's figure). Training
+   data as in the paper: random states, angles uniform in [0, 2 pi), rates
+   uniform in [-10, 10], exact accelerations.
+2. 2-link planar arm with sinusoidal excitation torques (DeLaN's setting):
+   torque MSE on held-out trajectories (DeLaN's definition: squared error
+   summed over joints, mean over samples) < 4.33e-4 with the structured
+   model; the black-box kinetic-potential model within 3x of it.
+3. 7-DOF Panda (Pinocchio ground truth): normalised torque MSE
+   (mean over joints of MSE_j / Var(tau_j)) < 1 % on held-out trajectories.
+4. a plain MLP predicting qdd from (sin q, cos q, qd), same data and budget as
+   case 1: the LNN's energy error must be >= 10x lower.
+
+``--case init`` measures Cranmer et al.'s LNN initialisation against the
+default one on case 1 with a short budget.
+
+Usage::
+
+    python benchmarks/bench_accuracy.py              # all cases (about 40 min)
+    python benchmarks/bench_accuracy.py --case 1     # one case
+    python benchmarks/bench_accuracy.py --quick      # 60 s budgets, smaller data
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402
+
+ANCHORS = {
+    "dp_acceleration_median": 0.01,
+    "dp_energy_error": 0.0043,
+    "arm_torque_mse": 4.33e-4,
+    "arm_kp_ratio": 3.0,
+    "panda_nmse": 0.01,
+    "mlp_energy_ratio": 10.0,
+}
+DP_SCALE = 29.4  # g (m1 l1 + m2 (l1 + l2)): the double pendulum's maximum potential energy
+
+
+def _float64_copy(model):
+    """The same learned function in float64 (smooth right-hand side for scipy's solvers)."""
+    from lnn.models import LagrangianNetwork
+
+    config = model.get_config()
+    config["dtype"] = "float64"
+    copy = LagrangianNetwork.from_config(config)
+    for target, source in zip(copy.variables, model.variables):
+        target.assign(np.asarray(source, dtype=np.float64))
+    return copy
+
+
+class MLPBaseline:
+    """The field's baseline: an MLP mapping (sin q, cos q, qd / s) to qdd (keras.Model inside)."""
+
+    def __new__(cls, n_dof, *, hidden=(256, 256), dtype="float32", seed=0):
+        import keras
+        import tensorflow as tf
+
+        class MLPNet(keras.Model):
+            def __init__(self):
+                super().__init__(dtype=dtype)
+                self.n_dof = n_dof
+                self.angular = (True,) * n_dof
+                keras.utils.set_random_seed(seed)
+                self.hidden_layers = [keras.layers.Dense(h, activation="softplus", dtype=dtype)
+                                      for h in hidden]
+                self.out = keras.layers.Dense(n_dof, dtype=dtype)
+                self.qd_scale = self.add_weight(shape=(n_dof,), initializer="ones",
+                                                trainable=False, dtype=dtype, name="qd_scale")
+                self.qdd_scale = self.add_weight(shape=(n_dof,), initializer="ones",
+                                                 trainable=False, dtype=dtype, name="qdd_scale")
+
+            def adapt(self, q, qd, qdd=None):
+                self.qd_scale.assign(np.std(qd, axis=0).astype(dtype))
+                if qdd is not None:
+                    self.qdd_scale.assign(np.std(qdd, axis=0).astype(dtype))
+
+            def call(self, inputs):
+                q, qd = inputs[0], inputs[1]
+                h = tf.concat([tf.sin(q), tf.cos(q), qd / self.qd_scale], axis=-1)
+                for layer in self.hidden_layers:
+                    h = layer(h)
+                return self.out(h) * self.qdd_scale
+
+            def numpy_acceleration(self, q, qd, tau=None):
+                q = np.atleast_2d(q).astype(dtype)
+                qd = np.atleast_2d(qd).astype(dtype)
+                return np.asarray(self((q, qd)), dtype=np.float64)
+
+            acceleration = numpy_acceleration
+
+            def energy(self, q, qd):  # no energy: the baseline has no Lagrangian
+                return np.full(np.shape(q)[:-1], np.nan)
+
+        return MLPNet()
+
+
+def _dp_states(n, seed, *, rates):
+    rng = np.random.default_rng(seed)
+    q = rng.uniform(0.0, 2.0 * np.pi, (n, 2))
+    lo, hi = rates
+    return q, rng.uniform(lo, hi, (n, 2))
+
+
+def _dp_dataset(system, n, seed):
+    from lnn.data import Dataset
+
+    q, qd = _dp_states(n, seed, rates=(-10.0, 10.0))
+    return Dataset(t=np.zeros(n), q=q, qd=qd, qdd=system.acceleration(q, qd),
+                   tau=np.zeros_like(q), trajectory=np.arange(n), system=system.name,
+                   parameters=system.parameters(), angular=system.angular)
+
+
+def _dp_evaluate(model, system, *, rollouts: int = 40):
+    from lnn import metrics
+    from lnn.integrate import IntegrationError, rollout
+
+    q, qd = _dp_states(10_000, 1, rates=(-10.0, 10.0))
+    acc = metrics.acceleration_error(model.numpy_acceleration(q, qd), system.acceleration(q, qd))
+    q0, qd0 = _dp_states(rollouts, 2, rates=(0.0, 0.1))
+    t = np.linspace(0.0, 10.0, 101)
+    reference = rollout(system, q0, qd0, t, rtol=1e-10, atol=1e-10)
+    try:
+        predicted = rollout(model, q0, qd0, t, rtol=1e-8, atol=1e-9)
+        energy = metrics.energy_error(system, predicted, reference, scale=DP_SCALE).mean
+        roll = metrics.rollout_error(predicted, reference, angular=system.angular).geometric_mean
+    except IntegrationError:
+        energy, roll = float("inf"), float("inf")
+    return acc, energy, roll
+
+
+def case_double_pendulum(args, results, rows):
+    import simulations
+    from lnn.models import LagrangianNetwork
+    from lnn.train import fit
+
+    system = simulations.DoublePendulum(m1=1.0, m2=1.0, l1=1.0, l2=1.0, g=9.8)
+    data = _dp_dataset(system, args.samples, 0)
+    model = LagrangianNetwork(2, kind="structured", hidden=(128, 128), angular=system.angular,
+                              dtype="float32", seed=0)
+    start = time.monotonic()
+    history = fit(model, data, loss="acceleration", epochs=100_000, batch_size=512,
+                  learning_rate=3e-3, validation=0.05, seed=0, time_limit=args.budget)
+    seconds = time.monotonic() - start
+    acc, energy, roll = _dp_evaluate(_float64_copy(model), system)
+    results["dp_energy"] = energy
+    rows += [
+        ("1 double pendulum", "median relative qdd error", acc.median, "< 0.01 (target)",
+         acc.median < ANCHORS["dp_acceleration_median"], seconds, len(history.epoch)),
+        ("1 double pendulum", "energy error / 29.4, 10 s, 40 states", energy,
+         "0.0043 (LNN paper)", energy < ANCHORS["dp_energy_error"], seconds, len(history.epoch)),
+        ("1 double pendulum", "relative rollout error (geo. mean)", roll, "-", None, seconds,
+         len(history.epoch)),
+    ]
+
+
+def case_mlp(args, results, rows):
+    import simulations
+    from lnn.train import fit
+
+    if "dp_energy" not in results:
+        case_double_pendulum(args, results, rows)
+    system = simulations.DoublePendulum(m1=1.0, m2=1.0, l1=1.0, l2=1.0, g=9.8)
+    data = _dp_dataset(system, args.samples, 0)
+    model = MLPBaseline(2, dtype="float64", seed=0)
+    start = time.monotonic()
+    history = fit(model, data, loss="acceleration", epochs=100_000, batch_size=512,
+                  learning_rate=3e-3, validation=0.05, seed=0, time_limit=args.budget)
+    seconds = time.monotonic() - start
+    acc, energy, roll = _dp_evaluate(model, system)
+    ratio = energy / results["dp_energy"] if results["dp_energy"] > 0 else float("inf")
+    rows += [
+        ("4 MLP baseline (dp)", "median relative qdd error", acc.median, "-", None, seconds,
+         len(history.epoch)),
+        ("4 MLP baseline (dp)", "energy error / 29.4", energy, "0.074 (LNN paper's MLP)", None,
+         seconds, len(history.epoch)),
+        ("4 MLP baseline (dp)", "MLP / LNN energy error", ratio, ">= 10", ratio >= ANCHORS["mlp_energy_ratio"],
+         seconds, len(history.epoch)),
+    ]
+
+
+def _torque_case(system, *, n_trajectories, duration, dt, kinds, args, label, hidden=(128, 128)):
+    from lnn import metrics
+    from lnn.data import generate
+    from lnn.models import LagrangianNetwork
+    from lnn.train import fit
+
+    data = generate(system, n_trajectories=n_trajectories, duration=duration, dt=dt, seed=0,
+                    tau="sinusoids")
+    parts = data.split(fractions=(0.8, 0.1, 0.1), seed=0)
+    out = {}
+    for kind in kinds:
+        model = LagrangianNetwork(system.n_dof, kind=kind, hidden=hidden, angular=data.angular,
+                                  dtype="float32", seed=0)
+        start = time.monotonic()
+        history = fit(model, parts.train, loss="torque", epochs=100_000, batch_size=512,
+                      learning_rate=3e-3, validation=parts.validation, seed=0,
+                      time_limit=args.budget)
+        seconds = time.monotonic() - start
+        test = parts.test
+        tau = _float64_copy(model).inverse_dynamics(test.q, test.qd, test.qdd).numpy()
+        out[kind] = (metrics.torque_error(tau, test.tau), seconds, len(history.epoch), len(data))
+    return out
+
+
+def case_arm(args, results, rows):
+    import simulations
+
+    arm = simulations.PlanarArm()
+    out = _torque_case(arm, n_trajectories=args.trajectories, duration=5.0, dt=0.01,
+                       kinds=("structured", "kinetic-potential"), args=args, label="arm")
+    s_err, s_sec, s_ep, n = out["structured"]
+    k_err, k_sec, k_ep, _ = out["kinetic-potential"]
+    ratio = k_err.mse / s_err.mse
+    rows += [
+        ("2 planar arm (structured)", f"torque MSE ({n} samples)", s_err.mse, "4.33e-4 (DeLaN)",
+         s_err.mse < ANCHORS["arm_torque_mse"], s_sec, s_ep),
+        ("2 planar arm (kinetic-pot.)", "torque MSE", k_err.mse, "-", None, k_sec, k_ep),
+        ("2 planar arm", "kinetic-potential / structured MSE", ratio, "<= 3", ratio <= ANCHORS["arm_kp_ratio"],
+         s_sec + k_sec, s_ep + k_ep),
+    ]
+
+
+def case_panda(args, results, rows):
+    import simulations
+
+    robot = simulations.panda()
+    out = _torque_case(robot, n_trajectories=args.trajectories, duration=4.0, dt=0.01,
+                       kinds=("structured",), args=args, label="panda")
+    err, sec, ep, n = out["structured"]
+    rows.append(("3 Panda 7-DOF (structured)", f"normalised torque MSE ({n} samples)", err.nmse,
+                 "< 0.01 (target)", err.nmse < ANCHORS["panda_nmse"], sec, ep))
+    rows.append(("3 Panda 7-DOF (structured)", "torque MSE", err.mse, "-", None, sec, ep))
+
+
+def case_init(args, results, rows):
+    import simulations
+    from lnn.models import LagrangianNetwork
+    from lnn.train import fit
+
+    system = simulations.DoublePendulum(m1=1.0, m2=1.0, l1=1.0, l2=1.0, g=9.8)
+    data = _dp_dataset(system, args.samples, 0)
+    budget = min(args.budget, 120.0)
+    for init in (None, "cranmer"):
+        model = LagrangianNetwork(2, kind="structured", hidden=(128, 128), angular=system.angular,
+                                  dtype="float32", seed=0)
+        history = fit(model, data, loss="acceleration", epochs=100_000, batch_size=512,
+                      learning_rate=3e-3, validation=0.05, seed=0, time_limit=budget,
+                      initialization=init)
+        q, qd = _dp_states(10_000, 1, rates=(-10.0, 10.0))
+        from lnn import metrics
+
+        acc = metrics.acceleration_error(model.numpy_acceleration(q, qd), system.acceleration(q, qd))
+        rows.append((f"init {init or 'default'} ({budget:.0f} s)", "median relative qdd error",
+                     acc.median, "lower is better", None, history.time[-1], len(history.epoch)))
+        rows.append((f"init {init or 'default'} ({budget:.0f} s)", "first-epoch validation loss",
+                     history.validation["total"][0], "-", None, history.time[-1], len(history.epoch)))
+
+
+CASES = {"1": case_double_pendulum, "2": case_arm, "3": case_panda, "4": case_mlp, "init": case_init}
+
+
+def main(argv=None) -> int:
+    """Run the chosen cases and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--case", choices=sorted(CASES) + ["all"], default="all")
+    parser.add_argument("--quick", action="store_true", help="60 s budgets and smaller data")
+    parser.add_argument("--budget", type=float, default=None, help="training seconds per model")
+    args = parser.parse_args(argv)
+    args.budget = args.budget or (60.0 if args.quick else 480.0)
+    args.samples = 20_000 if args.quick else 100_000
+    args.trajectories = 30 if args.quick else 100
+    results, rows = {}, []
+    names = ["1", "4", "2", "3"] if args.case == "all" else [args.case]
+    for name in names:
+        start = time.monotonic()
+        CASES[name](args, results, rows)
+        print(f"case {name} done in {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
+    print(f"\naccuracy (training budget {args.budget:.0f} s per model, float32 training, seeds fixed)")
+    print(f"{'case':<28s} {'metric':<40s} {'value':>11s}  {'anchor':<24s} {'ok':<4s} {'train s':>8s} {'epochs':>6s}")
+    for case, metric, value, anchor, ok, seconds, epochs in rows:
+        flag = "-" if ok is None else ("yes" if ok else "NO")
+        print(f"{case:<28s} {metric:<40s} {value:>11.4g}  {anchor:<24s} {flag:<4s} {seconds:>8.0f} {epochs:>6d}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
