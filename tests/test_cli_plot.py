@@ -1,0 +1,163 @@
+"""``lnn rollout`` and ``lnn plot`` in-process: files written, read back and drawn."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from PIL import Image, ImageSequence
+
+import lnn
+import simulations
+from lnn.cli import main
+from lnn.plot import RolloutPair
+
+pytestmark = pytest.mark.filterwarnings("ignore:Animation was deleted:UserWarning")
+
+DURATION, DT, SEED, B = 0.4, 0.05, 3, 2
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """A small untrained float64 model, its rollout pair, a training log and a dataset."""
+    root = tmp_path_factory.mktemp("cli_plot")
+    model = lnn.LagrangianNetwork(2, kind="structured", hidden=(8, 8), angular=(True, True),
+                                  dtype="float64", seed=0)
+    model.mass_matrix(np.zeros((1, 2)), np.zeros((1, 2)))  # build the weights
+    model.save(root / "model.keras")
+    code = main(["rollout", str(root / "model.keras"), "--system", "double-pendulum",
+                 "--param", "m2=1.5", "--trajectories", str(B), "--duration", str(DURATION),
+                 "--dt", str(DT), "--seed", str(SEED), "-o", str(root / "rollout.npz")])
+    assert code == 0
+    history = lnn.History(epoch=np.arange(5), train={"total": np.linspace(1, 0.2, 5),
+                                                     "acceleration": np.linspace(1, 0.2, 5)},
+                          validation={"total": np.array([1.1, 0.6, 0.4, 0.45, 0.5])},
+                          lr=np.full(5, 1e-3), time=np.arange(5.0), best_epoch=2, best_loss=0.4,
+                          stopped_reason="epochs", traces=1)
+    rows = history.as_rows()
+    with open(root / "log.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    dataset = lnn.generate(simulations.DoublePendulum(), n_trajectories=2, duration=0.3, dt=0.05,
+                           seed=0)
+    dataset.save(root / "dataset.npz")
+    return root
+
+
+def check_png(path):
+    with Image.open(path) as image:
+        assert image.format == "PNG"
+        gray = np.asarray(image.convert("L"), dtype=float)
+    assert gray.std() > 15.0
+
+
+@pytest.mark.slow
+def test_rollout_writes_true_and_learned_from_the_same_states(files):
+    pair = RolloutPair.load(files / "rollout.npz")
+    t = np.arange(int(round(DURATION / DT)) + 1) * DT
+    np.testing.assert_allclose(pair.true.t, t)
+    system = simulations.make_system("double-pendulum", m2=1.5)
+    state = system.sample_state(B, rng=SEED)
+    np.testing.assert_allclose(pair.learned.q[:, 0], state.q)
+    np.testing.assert_allclose(pair.learned.qd[:, 0], state.qd)
+    expected = lnn.rollout(system, state.q, state.qd, t)
+    np.testing.assert_allclose(pair.true.q, expected.q, rtol=1e-10, atol=1e-12)
+    assert pair.metadata["system"] == "double-pendulum"
+    assert pair.metadata["parameters"]["m2"] == 1.5
+    assert pair.metadata["angular"] == [True, True]
+    assert pair.metadata["model"].endswith("model.keras")
+
+
+CASES = {
+    "trajectory": ["rollout.npz"],
+    "phase": ["rollout.npz"],
+    "energy": ["rollout.npz"],
+    "error": ["rollout.npz"],
+    "paper": ["rollout.npz"],
+    "history": ["log.csv"],
+    "mass-matrix": ["model.keras", "rollout.npz"],
+    "potential": ["model.keras", "--system", "double-pendulum"],
+    "torques": ["model.keras", "rollout.npz"],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", sorted(CASES))
+def test_plot_every_kind_from_the_files(kind, files, capsys):
+    inputs = [str(files / a) if "." in a else a for a in CASES[kind]]
+    suffix = ".pdf" if kind == "history" else ".png"
+    output = files / f"{kind}{suffix}"
+    assert main(["plot", kind, *inputs, "-o", str(output)]) == 0
+    assert f"wrote {output}" in capsys.readouterr().out
+    if suffix == ".png":
+        check_png(output)
+    else:
+        assert output.read_bytes().startswith(b"%PDF-")
+
+
+@pytest.mark.slow
+def test_plot_animate_writes_a_gif_with_one_frame_per_sample(files):
+    output = files / "pendulum.gif"
+    assert main(["plot", "animate", str(files / "rollout.npz"), "-o", str(output),
+                 "--fps", "20", "--layout", "side-by-side"]) == 0
+    with Image.open(output) as image:
+        frames = sum(1 for _ in ImageSequence.Iterator(image))
+    assert frames == int(round(DURATION / DT)) + 1  # dt = 1 / fps: every sample is a frame
+
+
+def test_plot_reads_trajectory_and_dataset_files(files, tmp_path):
+    dataset = lnn.Dataset.load(files / "dataset.npz")
+    true = dataset.as_trajectory()
+    learned = lnn.rollout(simulations.DoublePendulum(m2=1.2), true.q[:, 0], true.qd[:, 0], true.t)
+    true.save(tmp_path / "true.npz")
+    learned.save(tmp_path / "learned.npz")
+    for kind in ("trajectory", "error"):
+        output = tmp_path / f"{kind}.png"
+        assert main(["plot", kind, str(tmp_path / "true.npz"), str(tmp_path / "learned.npz"),
+                     "-o", str(output)]) == 0
+        check_png(output)
+    assert main(["plot", "energy", str(files / "dataset.npz"), "-o", str(tmp_path / "e.svg")]) == 0
+    assert "<svg" in (tmp_path / "e.svg").read_text()[:500]
+    assert main(["plot", "phase", str(files / "dataset.npz"), "-o", str(tmp_path / "p.png")]) == 0
+
+
+def test_plot_refuses_to_overwrite_and_reports_bad_input(files, tmp_path, capsys):
+    dataset = str(files / "dataset.npz")
+    output = tmp_path / "t.png"
+    assert main(["plot", "trajectory", dataset, "-o", str(output)]) == 0
+    stamp = output.stat().st_mtime_ns
+    assert main(["plot", "trajectory", dataset, "-o", str(output)]) == 2
+    assert "--force" in capsys.readouterr().err
+    assert output.stat().st_mtime_ns == stamp
+    assert main(["plot", "trajectory", dataset, "-o", str(output), "--force"]) == 0
+    assert main(["plot", "trajectory", dataset, "-o", str(tmp_path / "t.gif")]) == 2
+    assert "-o must end in one of .png, .pdf, .svg" in capsys.readouterr().err
+    assert main(["plot", "animate", dataset, "-o", str(tmp_path / "a.png")]) == 2
+    assert main(["plot", "history", str(tmp_path / "missing.csv"), "-o",
+                 str(tmp_path / "h.png")]) == 2
+    assert "no such input file" in capsys.readouterr().err
+    (tmp_path / "notes.txt").write_text("hello")
+    assert main(["plot", "trajectory", str(tmp_path / "notes.txt"), "-o",
+                 str(tmp_path / "n.png")]) == 2
+    assert "expected .npz, .keras or .csv" in capsys.readouterr().err
+    bare = tmp_path / "bare.npz"
+    replace(lnn.Dataset.load(dataset).as_trajectory(), metadata={}).save(bare)  # no system named
+    assert main(["plot", "animate", str(bare), "-o", str(tmp_path / "a.gif")]) == 2
+    assert "--system" in capsys.readouterr().err
+
+
+def test_rollout_rejects_bad_options(files, tmp_path, capsys):
+    model = str(files / "model.keras")
+    assert main(["rollout", model, "--system", "double-pendulum", "--duration", "-1",
+                 "-o", str(tmp_path / "r.npz")]) == 2
+    assert "--duration must be a positive number" in capsys.readouterr().err
+    assert main(["rollout", model, "--system", "no-such-system", "-o", str(tmp_path / "r.npz")]) == 2
+    assert "known systems" in capsys.readouterr().err
+    assert main(["rollout", model, "--system", "double-pendulum",
+                 "-o", str(tmp_path / "r.txt")]) == 2
+    assert main(["rollout", model, "--system", "cart-pole", "--trajectories", "1",
+                 "--duration", "0.1", "-o", str(files / "rollout.npz")]) == 2
+    assert "refusing to overwrite" in capsys.readouterr().err
