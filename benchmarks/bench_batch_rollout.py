@@ -57,6 +57,7 @@ def timed(fn, repeats):
 
 
 def main(argv=None) -> None:
+    """Parse the options, time both ways for each method and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=256, help="trajectories B (default 256)")
     parser.add_argument("--duration", type=float, default=10.0, help="seconds simulated (default 10)")

@@ -630,19 +630,47 @@ class LagrangianNetwork(keras.Model):
                                      regularize)
         return mechanics._unbatch(qdd, single)
 
-    def numpy_acceleration(self, q, qd, tau=None) -> np.ndarray:
-        """:meth:`acceleration` as a numpy array (the integrator's hot path).
+    # -- fast numpy inference (lnn.fast; owned by the rollout-speed issue) ----------------
+    @property
+    def numpy_acceleration(self):
+        """:meth:`acceleration` in numpy, ``f(q, qd, tau=None) -> ndarray`` (the integrator's hot path).
+
+        Looking the attribute up takes a numpy snapshot of the current weights
+        (:class:`lnn.fast.FastLagrangian`: the closed-form derivatives of the
+        built-in networks, equal to :meth:`acceleration` to rounding), so a
+        call costs tens of microseconds instead of a ``tf.function`` dispatch.
+        Keep the returned function for repeated calls (``lnn.rollout`` does)
+        and look it up again after the weights change.
+
+        Returns
+        -------
+        callable
+            ``f(q, qd, tau=None)`` with ``q, qd, tau`` of shape ``(B, n)`` or
+            ``(n,)``, returning a numpy array of the same shape in the model
+            dtype; it raises :class:`lnn.fast.IndefiniteMassMatrixError` (a
+            ``ValueError`` listing the ``trajectories``) where ``M`` is not
+            positive definite.
+        """
+        from lnn.fast import FastLagrangian
+
+        return FastLagrangian.from_model(self).acceleration
+
+    def acceleration_jacobian(self, q, qd, tau=None) -> np.ndarray:
+        """Exact ``d qdd / d [q, qd]`` by autodiff, for scipy's implicit solvers.
 
         Parameters
         ----------
         q, qd : array_like, shape ``(B, n)`` or ``(n,)``
-        tau : array_like, same shape, optional
+        tau : array_like, same shape, optional (held fixed)
 
         Returns
         -------
-        numpy.ndarray, shape ``(B, n)`` (``(n,)`` for a single state), model dtype
+        numpy.ndarray, shape ``(B, n, 2n)`` (``(n, 2n)`` for a single state), float64
         """
-        return self.acceleration(q, qd, tau).numpy()
+        from lnn.fast import acceleration_jacobian
+
+        return acceleration_jacobian(self, q, qd, tau)
+    # -- end of fast numpy inference ----------------------------------------------------------
 
     def inverse_dynamics(self, q, qd, qdd):
         """Inverse dynamics ``tau = M qdd + (d2L/dqd dq) qd - dL/dq + D qd``.

@@ -95,3 +95,18 @@ def test_parse_params_types():
     assert parse_params(["names=a,b", "k=1"]) == {"names": ["a", "b"], "k": 1.0}
     # A list-valued parameter stays a list with a single value.
     assert parse_params(["lengths=2"], simulations.SYSTEMS["planar-arm"]) == {"lengths": [2.0]}
+
+
+@pytest.mark.parametrize("name", list(simulations.SYSTEMS))
+def test_simulate_every_built_in_system(tmp_path, capsys, name):
+    if name == "panda":
+        pytest.importorskip("pinocchio", reason="the panda needs the robots extra")
+    path = tmp_path / f"{name}.npz"
+    code = main(["simulate", name, "--trajectories", "2", "--duration", "0.2", "--dt", "0.05",
+                 "-o", str(path)])
+    assert code == 0, capsys.readouterr().err
+    data = Dataset.load(path)
+    system = simulations.make_system(name, **data.parameters)
+    assert data.system == name and data.n_dof == system.n_dof and len(data) == 2 * 5
+    np.testing.assert_allclose(system.inverse_dynamics(data.q, data.qd, data.qdd), data.tau,
+                               atol=1e-8)
