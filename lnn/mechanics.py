@@ -55,6 +55,7 @@ __all__ = [
 ]
 
 _METHODS = ("reverse", "forward-over-reverse")
+_ZERO = tf.UnconnectedGradients.ZERO
 
 
 class MassMatrixError(ValueError):
@@ -289,7 +290,7 @@ def _compiled(fn, op: str, dtype, n: int, n_args: int, body, options=()):
     def traced(*args):
         return body(resolve(), *args)
 
-    function = tf.function(traced, input_signature=spec, reduce_retracing=False)
+    function = tf.function(traced, input_signature=spec, autograph=False)
     _CACHE[key] = function
     owner, _ = _owner_and_func(fn)
     try:
@@ -347,8 +348,8 @@ def _hessian_qd(fn, q, qd, method):
             with tf.GradientTape() as tape:
                 tape.watch(qd_rep)
                 value = fn(q_rep, qd_rep)
-            grad = tape.gradient(value, qd_rep)
-        columns = tf.reshape(acc.jvp(grad), tf.stack([n, batch, n]))
+            grad = tape.gradient(value, qd_rep, unconnected_gradients=_ZERO)
+        columns = tf.reshape(acc.jvp(grad, unconnected_gradients=_ZERO), tf.stack([n, batch, n]))
         hess = tf.transpose(columns, (1, 2, 0))
         return hess, grad[:batch]
     with tf.GradientTape() as outer:
@@ -356,8 +357,8 @@ def _hessian_qd(fn, q, qd, method):
         with tf.GradientTape() as inner:
             inner.watch(qd)
             value = fn(q, qd)
-        grad = inner.gradient(value, qd)
-    hess = outer.batch_jacobian(grad, qd)
+        grad = inner.gradient(value, qd, unconnected_gradients=_ZERO)
+    hess = outer.batch_jacobian(grad, qd, unconnected_gradients=_ZERO)
     return hess, grad
 
 
@@ -374,17 +375,17 @@ def _dynamics_terms(fn, q, qd, method):
             with tf.GradientTape() as tape:
                 tape.watch([q, qd])
                 value = fn(q, qd)
-            grad_q, grad_qd = tape.gradient(value, [q, qd])
-        return m, grad_q, acc.jvp(grad_qd)
+            grad_q, grad_qd = tape.gradient(value, [q, qd], unconnected_gradients=_ZERO)
+        return m, grad_q, acc.jvp(grad_qd, unconnected_gradients=_ZERO)
     with tf.GradientTape() as outer:
         outer.watch(qd)
         with tf.autodiff.ForwardAccumulator(q, qd) as acc:
             with tf.GradientTape() as tape:
                 tape.watch([q, qd])
                 value = fn(q, qd)
-            grad_q, grad_qd = tape.gradient(value, [q, qd])
-        mixed = acc.jvp(grad_qd)
-    m = outer.batch_jacobian(grad_qd, qd)
+            grad_q, grad_qd = tape.gradient(value, [q, qd], unconnected_gradients=_ZERO)
+        mixed = acc.jvp(grad_qd, unconnected_gradients=_ZERO)
+    m = outer.batch_jacobian(grad_qd, qd, unconnected_gradients=_ZERO)
     return 0.5 * (m + tf.linalg.matrix_transpose(m)), grad_q, mixed
 
 
@@ -426,14 +427,14 @@ def _energy_body(fn, q, qd):
     with tf.GradientTape() as tape:
         tape.watch(qd)
         value = fn(q, qd)
-    grad_qd = tape.gradient(value, qd)
+    grad_qd = tape.gradient(value, qd, unconnected_gradients=_ZERO)
     return tf.reduce_sum(qd * grad_qd, axis=-1) - value
 
 
 def _energy_rate_body(fn, q, qd, qdd):
     with tf.autodiff.ForwardAccumulator([q, qd], [qd, qdd]) as acc:
         e = _energy_body(fn, q, qd)
-    return acc.jvp(e)
+    return acc.jvp(e, unconnected_gradients=_ZERO)
 
 
 # -- public functions ----------------------------------------------------------------

@@ -448,7 +448,7 @@ class LagrangianNetwork(keras.Model):
             with tf.GradientTape() as tape:
                 tape.watch(q)
                 m, p, value = evaluate()
-            gq = tape.gradient(value, q)
+            gq = tape.gradient(value, q, unconnected_gradients=tf.UnconnectedGradients.ZERO)
         m_dot = acc.jvp(m)
         return _Terms(value, gq, p, m, tf.linalg.matvec(m_dot, qd))
 
@@ -502,7 +502,7 @@ class LagrangianNetwork(keras.Model):
                 body = (lambda q, qd, tau, _b=body: _b(q, qd, tau, regularize)) if n_args == 3 \
                     else (lambda q, qd, _b=body: _b(q, qd, None, regularize))
             spec = [tf.TensorSpec((None, self.n_dof), self.dtype)] * n_args
-            poly = tf.function(body, input_signature=spec)
+            poly = tf.function(body, input_signature=spec, autograph=False)
             fn = (poly, poly.get_concrete_function())
             self._functions[key] = fn
         return fn[1]
