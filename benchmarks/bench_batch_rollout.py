@@ -10,7 +10,7 @@ trajectories of the largest ``|q_batched - q_loop|`` (the double pendulum is
 chaotic: over 10 s tolerance-level differences grow to O(1) for a few
 trajectories, so the median is the meaningful agreement figure).
 
-    python benchmarks/bench_batch_rollout.py            # B = 256, 10 s, 3 repeats
+    python benchmarks/bench_batch_rollout.py            # B = 256, 10 s (about 2-4 min)
     python benchmarks/bench_batch_rollout.py --quick    # B = 32, 2 s, 1 repeat
 """
 
@@ -62,7 +62,10 @@ def main(argv=None) -> None:
     parser.add_argument("--batch", type=int, default=256, help="trajectories B (default 256)")
     parser.add_argument("--duration", type=float, default=10.0, help="seconds simulated (default 10)")
     parser.add_argument("--dt", type=float, default=0.01, help="output sampling (default 0.01 s)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed repeats (default 3)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="timed repeats of lnn.rollout (default 3)")
+    parser.add_argument("--loop-repeats", type=int, default=1,
+                        help="timed repeats of the ~40x slower loop (default 1)")
     parser.add_argument("--methods", nargs="+", default=["DOP853"],
                         help="solve_ivp methods (default DOP853)")
     parser.add_argument("--rtol", type=float, default=1e-8)
@@ -70,13 +73,14 @@ def main(argv=None) -> None:
     parser.add_argument("--quick", action="store_true", help="B = 32, 2 s, 1 repeat")
     args = parser.parse_args(argv)
     if args.quick:
-        args.batch, args.duration, args.repeats = 32, 2.0, 1
+        args.batch, args.duration, args.repeats, args.loop_repeats = 32, 2.0, 1, 1
 
     system = simulations.DoublePendulum()
     state = system.sample_state(args.batch, rng=0)
     t = np.arange(int(round(args.duration / args.dt)) + 1) * args.dt
     print(f"double pendulum, B = {args.batch}, {args.duration:g} s, samples every {args.dt:g} s, "
-          f"rtol = {args.rtol:g}, atol = {args.atol:g}, median of {args.repeats}")
+          f"rtol = {args.rtol:g}, atol = {args.atol:g}, median of {args.repeats} (batched) and "
+          f"{args.loop_repeats} (loop) runs")
     v_max = (system.m1 + system.m2) * system.g * system.l1 + system.m2 * system.g * system.l2
 
     def energy_error(q, qd):
@@ -90,7 +94,7 @@ def main(argv=None) -> None:
     for method in args.methods:
         options = dict(method=method, rtol=args.rtol, atol=args.atol)
         loop_time, (q_loop, qd_loop, loop_nfev) = timed(
-            lambda: loop_rollout(system, state.q, state.qd, t, **options), args.repeats)
+            lambda: loop_rollout(system, state.q, state.qd, t, **options), args.loop_repeats)
         batch_time, traj = timed(lambda: rollout(system, state.q, state.qd, t, **options),
                                  args.repeats)
         difference = np.median(np.abs(traj.q - q_loop).max(axis=(1, 2)))
