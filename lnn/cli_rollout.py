@@ -72,12 +72,11 @@ def make_system(name: str, param_items: list[str] | None = None, params: dict | 
 
 def check_output(path: Path, *, force: bool, suffixes: tuple[str, ...]) -> Path:
     """Fail early if ``path`` has the wrong suffix, exists without ``force``, or has no directory."""
+    from lnn.plot._style import writable_path
+
     if path.suffix.lower() not in suffixes:
         raise ValueError(f"-o must end in one of {', '.join(suffixes)}, got {str(path)!r}")
-    if path.exists() and not force:
-        raise FileExistsError(f"refusing to overwrite existing file {str(path)!r}; pass --force")
-    if not path.parent.exists():
-        raise FileNotFoundError(f"directory {str(path.parent)!r} does not exist (writing {str(path)!r})")
+    writable_path(path, overwrite=force)
     return path
 
 

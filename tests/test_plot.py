@@ -64,7 +64,7 @@ def history_columns():
     epoch = np.arange(30)
     return {"epoch": epoch, "train_total": np.exp(-epoch / 8) + 0.01,
             "val_total": np.exp(-epoch / 8) + 0.02 + 0.001 * (epoch - 20) ** 2 / 20,
-            "train_acceleration": np.exp(-epoch / 9)}
+            "train_acceleration": np.exp(-epoch / 9), "train_energy": np.exp(-epoch / 7)}
 
 
 def kinds(pair, pendulum_pair):
@@ -354,7 +354,10 @@ def test_history_from_columns_csv_and_history(tmp_path):
     columns = history_columns()
     result = plot.history(columns)
     assert result.best_epoch == int(np.argmin(columns["val_total"]))
-    assert set(result.lines) == {"train_total", "val_total", "train_acceleration"}
+    assert set(result.lines) == {"train_total", "val_total", "train_acceleration", "train_energy"}
+    single = plot.history({"epoch": columns["epoch"], "train_total": columns["train_total"],
+                           "train_acceleration": columns["train_total"]})
+    assert set(single.lines) == {"train_total"}  # one term: its total is the same curve
     path = tmp_path / "log.csv"
     header = ["epoch", "time", "lr"] + [k for k in columns if k != "epoch"]
     lines = [",".join(header)] + [

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from lnn.plot import _checks
-from lnn.plot._style import (COLUMN_WIDTH, LEARNED_COLOR, TRUE_COLOR, _check_output,
+from lnn.plot._style import (COLUMN_WIDTH, LEARNED_COLOR, TRUE_COLOR, writable_path,
                              new_figure, style)
 from lnn.trajectory import Trajectory
 
@@ -232,7 +232,7 @@ def save_animation(animation: Animation, path, *, overwrite: bool = False,
         raise ValueError(f"path must end in one of {', '.join(ANIMATION_SUFFIXES)}, got {str(path)!r}")
     if not isinstance(dpi, (int, np.integer)) or dpi <= 0:
         raise ValueError(f"dpi must be a positive integer, got {dpi!r}")
-    _check_output(path, overwrite=overwrite)
+    writable_path(path, overwrite=overwrite)
     if suffix == ".gif":
         writer = manimation.PillowWriter(fps=animation.fps)
     else:

@@ -97,7 +97,8 @@ def history(source, *, terms=None, log_scale: bool = True, ax=None) -> HistoryPl
         ``train_<term>``..., ``val_<term>``...), or a mapping of such columns,
         each of shape ``(E,)``.
     terms : sequence of str, keyword-only
-        Loss terms to plot (e.g. ``["total"]``); default all.
+        Loss terms to plot (e.g. ``["total"]``); default all (only ``"total"``
+        when it is the weighted sum of a single term).
     log_scale : bool, keyword-only
         Logarithmic loss axis.
     ax : matplotlib.axes.Axes, keyword-only
@@ -115,7 +116,8 @@ def history(source, *, terms=None, log_scale: bool = True, ax=None) -> HistoryPl
     if not available:
         raise ValueError(f"source has no loss columns (train_<term>, val_<term>), got {sorted(columns)}")
     if terms is None:
-        terms = available
+        # With a single loss term its total is the same curve: draw it once.
+        terms = ["total"] if len(available) == 2 and "total" in available else available
     else:
         terms = [terms] if isinstance(terms, str) else list(terms)
         unknown = [t for t in terms if t not in available]

@@ -438,7 +438,7 @@ def torques(system, trajectory: Trajectory, learned=None, *, index: int = 0,
     q, qd, qdd = trajectory.q[index], trajectory.qd[index], trajectory.qdd[index]
     true = torque_decomposition(system, q, qd, qdd)
     model = None if learned is None else torque_decomposition(learned, q, qd, qdd)
-    scale = max(float(np.max(np.abs(true.total))), 1e-300)
+    scale = max(float(np.max(np.abs(getattr(true, name)))) for name in _COMPONENTS) or 1.0
     shown = [name for name in _COMPONENTS
              if np.max(np.abs(getattr(true, name))) > 1e-9 * scale
              or (model is not None and np.max(np.abs(getattr(model, name))) > 1e-3 * scale)]

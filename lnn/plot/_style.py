@@ -193,7 +193,7 @@ def save(fig, path, *, overwrite: bool = False, dpi: int = RASTER_DPI) -> Path:
         )
     if not isinstance(dpi, (int, np.integer)) or dpi <= 0:
         raise ValueError(f"dpi must be a positive integer, got {dpi!r}")
-    _check_output(path, overwrite=overwrite)
+    writable_path(path, overwrite=overwrite)
     with style():
         fig.savefig(path, format=suffix[1:], dpi=int(dpi), metadata=_metadata(suffix))
     return path
@@ -208,7 +208,8 @@ def _metadata(suffix: str) -> dict:
     return {"Software": "lnn.plot"}
 
 
-def _check_output(path: Path, *, overwrite: bool) -> None:
+def writable_path(path: Path, *, overwrite: bool) -> None:
+    """Raise unless ``path`` may be written: it must not exist (unless ``overwrite``), its directory must."""
     if path.exists() and not overwrite:
         raise FileExistsError(
             f"refusing to overwrite existing file {str(path)!r}; pass overwrite=True "
