@@ -36,6 +36,7 @@ README_DPI = 150
 
 
 def parse_args(argv=None) -> argparse.Namespace:
+    """Parse the command line (``argv`` defaults to ``sys.argv[1:]``)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "docs" / "figures",
                         help="output directory (default: docs/figures of this repository)")
@@ -60,6 +61,7 @@ def learned_system(system, args):
 
 
 def main(argv=None) -> int:
+    """Build the model and rollouts, write every figure into ``--out``; return the exit code."""
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
