@@ -137,11 +137,15 @@ class MLP(keras.layers.Layer):
         convex non-decreasing activation ``y`` is convex in ``(x, v)``.
     seed : int or None
         Seed of the initial weights (numpy ``default_rng``).
+    output_bias : bool
+        Whether the output layer has a bias (an energy offset does not change
+        the dynamics: the scalar networks of the models go without, so every
+        weight receives a gradient from a loss on ``qdd``).
     """
 
     def __init__(self, n_features: int, n_velocity: int, hidden, n_out: int, *,
                  activation: str = "softplus", nonnegative: bool = False,
-                 seed: int | None = None, **kwargs) -> None:
+                 seed: int | None = None, output_bias: bool = True, **kwargs) -> None:
         super().__init__(**kwargs)
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
@@ -157,6 +161,7 @@ class MLP(keras.layers.Layer):
         self.activation_name = activation
         self.nonnegative = bool(nonnegative)
         self.seed = seed
+        self.output_bias = bool(output_bias)
         rng = np.random.default_rng(seed)
         dtype = self.dtype_policy.variable_dtype
 
@@ -184,7 +189,8 @@ class MLP(keras.layers.Layer):
             if self.nonnegative:
                 init = np.log(np.expm1(np.abs(init) + 1e-3))  # softplus^-1(|w|)
             self._raw_kernels.append(weight(f"w_{i + 1}", shape, init))
-            self._biases.append(weight(f"b_{i + 1}", (shape[1],), np.zeros(shape[1])))
+            if i < len(widths) - 1 or self.output_bias:
+                self._biases.append(weight(f"b_{i + 1}", (shape[1],), np.zeros(shape[1])))
         self.built = True
 
     # -- weights ---------------------------------------------------------
@@ -208,9 +214,12 @@ class MLP(keras.layers.Layer):
         first = [np.asarray(w) for w in (self.w_x, self.w_v) if w is not None]
         out = [MLPLayer(np.concatenate(first, axis=0), np.asarray(self.b_1), self.activation_name)]
         kernels = [np.asarray(k) for k in self.kernels()]
-        for i, (k, b) in enumerate(zip(kernels, self._biases)):
+        biases = [np.asarray(b) for b in self._biases]
+        if not self.output_bias:
+            biases.append(np.zeros(self.n_out, dtype=kernels[-1].dtype))
+        for i, (k, b) in enumerate(zip(kernels, biases)):
             act = "linear" if i == len(kernels) - 1 else self.activation_name
-            out.append(MLPLayer(k, np.asarray(b), act))
+            out.append(MLPLayer(k, b, act))
         return out
 
     def get_config(self) -> dict:
@@ -219,7 +228,7 @@ class MLP(keras.layers.Layer):
         config.update(n_features=self.n_features, n_velocity=self.n_velocity,
                       hidden=list(self.hidden), n_out=self.n_out,
                       activation=self.activation_name, nonnegative=self.nonnegative,
-                      seed=self.seed)
+                      seed=self.seed, output_bias=self.output_bias)
         return config
 
     # -- evaluation ------------------------------------------------------
@@ -243,9 +252,10 @@ class MLP(keras.layers.Layer):
         act = ACTIVATIONS[self.activation_name][0]
         h = act(self.first_preactivation(x, v))
         kernels = self.kernels()
-        for k, b in zip(kernels[:-1], self._biases[:-1]):
+        for k, b in zip(kernels[:-1], self._biases):
             h = act(tf.matmul(h, k) + b)
-        return tf.matmul(h, kernels[-1]) + self._biases[-1]
+        y = tf.matmul(h, kernels[-1])
+        return y + self._biases[-1] if self.output_bias else y
 
     def call(self, x, v=None):
         """Same as :meth:`forward` (Keras entry point)."""
@@ -305,10 +315,12 @@ def scalar_derivatives(net: MLP, x, v, *, hessian: bool = True, x_tangent=None) 
     kernels = net.kernels()
     zs = [net.first_preactivation(x, v)]
     hs = [act(zs[0])]
-    for k, b in zip(kernels[:-1], net._biases[:-1]):
+    for k, b in zip(kernels[:-1], net._biases):
         zs.append(tf.matmul(hs[-1], k) + b)
         hs.append(act(zs[-1]))
-    value = tf.matmul(hs[-1], kernels[-1])[:, 0] + net._biases[-1][0]
+    value = tf.matmul(hs[-1], kernels[-1])[:, 0]
+    if net.output_bias:
+        value = value + net._biases[-1][0]
     # Backward adjoints delta_l = dy/dh_l.
     deltas = [None] * len(zs)
     slopes = [d1(z) for z in zs]

@@ -205,19 +205,20 @@ class LagrangianNetwork(keras.Model):
 
         seeds = np.random.SeedSequence(seed).generate_state(4)
         common = dict(activation=activation, dtype=dtype)
+        scalar = dict(common, output_bias=False)  # energy offsets do not change the dynamics
         if kind == "kinetic-potential":
             self.kinetic_net = MLP(n_feat, n, hidden, 1, nonnegative=self.convex,
-                                   seed=int(seeds[0]), name="kinetic", **common)
+                                   seed=int(seeds[0]), name="kinetic", **scalar)
             self.potential_net = MLP(n_feat, 0, hidden, 1, seed=int(seeds[1]),
-                                     name="potential", **common)
+                                     name="potential", **scalar)
         elif kind == "black-box":
             self.lagrangian_net = MLP(n_feat, n, hidden, 1, seed=int(seeds[0]),
-                                      name="lagrangian", **common)
+                                      name="lagrangian", **scalar)
         else:
             self.cholesky_net = MLP(n_feat, 0, hidden, n * (n + 1) // 2, seed=int(seeds[0]),
                                     name="cholesky", **common)
             self.potential_net = MLP(n_feat, 0, hidden, 1, seed=int(seeds[1]),
-                                     name="potential", **common)
+                                     name="potential", **scalar)
         # Lower-triangular assembly: C = diag(softplus(d)) + reshape(off @ S).
         rows, cols = np.tril_indices(n, -1)
         scatter = np.zeros((len(rows), n * n))

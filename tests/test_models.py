@@ -1,0 +1,326 @@
+"""lnn.LagrangianNetwork: closed forms against autodiff and finite differences (float64)."""
+
+from __future__ import annotations
+
+import zipfile
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import lnn
+from lnn import mechanics
+from lnn.models import LagrangianNetwork, load_model
+
+ANGULAR = (True, False, True)
+
+
+def _model(kind="kinetic-potential", *, n=3, angular=ANGULAR, hidden=(12, 10), seed=3, **kw):
+    model = LagrangianNetwork(n, kind=kind, hidden=hidden, angular=angular, dtype="float64",
+                              seed=seed, **kw)
+    rng = np.random.default_rng(seed)
+    # Non-trivial input scaling, so that the tests cover it.
+    model.adapt(rng.normal(0.4, 2.0, (50, n)), rng.normal(0.0, 3.0, (50, n)))
+    return model
+
+
+def _states(n=3, batch=6, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.normal(0, 1.5, (batch, n)), rng.normal(0, 1.0, (batch, n)), rng.normal(0, 1.0, (batch, n))
+
+
+def _positive_definite(kind, **kw):
+    """A model whose M is positive definite at the test states (regularise otherwise)."""
+    return kind in ("structured",) or kw.get("convex", False)
+
+
+CASES = [
+    dict(kind="kinetic-potential"),
+    dict(kind="kinetic-potential", convex=True, damping=True),
+    dict(kind="black-box", activation="tanh"),
+    dict(kind="structured", damping=True),
+    dict(kind="kinetic-potential", activation="swish", angular=(False, False, False)),
+    dict(kind="black-box", activation="sigmoid", angular=(True, True, True)),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{v}" for v in c.values()))
+def test_closed_form_matches_nested_tapes(case):
+    case = dict(case)
+    model = _model(case.pop("kind"), **case)
+    q, qd, tau = _states()
+    reg = None if _positive_definite(model.kind, convex=model.convex) else 50.0
+    m = model.mass_matrix(q, qd).numpy()
+    m_ref = mechanics.mass_matrix(model.kinetic_energy, q, qd).numpy()
+    np.testing.assert_allclose(m, m_ref, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(m, np.swapaxes(m, 1, 2), atol=1e-14)
+    # Same mass matrix from the Lagrangian (V does not depend on qd).
+    np.testing.assert_allclose(mechanics.mass_matrix(model.lagrangian, q, qd).numpy(), m,
+                               rtol=1e-10, atol=1e-12)
+    force = tau - qd @ model.damping_matrix().numpy().T
+    qdd = model.acceleration(q, qd, tau, regularize=reg).numpy()
+    qdd_ref = mechanics.acceleration(model.lagrangian, q, qd, force, regularize=reg).numpy()
+    np.testing.assert_allclose(qdd, qdd_ref, rtol=1e-9, atol=1e-11)
+    tau_back = model.inverse_dynamics(q, qd, qdd).numpy()
+    tau_ref = mechanics.inverse_dynamics(model.lagrangian, q, qd, qdd).numpy() + (tau - force)
+    np.testing.assert_allclose(tau_back, tau_ref, rtol=1e-9, atol=1e-11)
+    if reg is None:
+        np.testing.assert_allclose(tau_back, tau, atol=1e-9)
+    np.testing.assert_allclose(model.energy(q, qd).numpy(),
+                               mechanics.energy(model.lagrangian, q, qd).numpy(),
+                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(model.lagrangian(q, qd).numpy(),
+                               (model.kinetic_energy(q, qd) - model.potential_energy(q)).numpy(),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_mass_matrix_matches_central_differences_of_kinetic_energy():
+    model = _model("kinetic-potential", hidden=(16, 16))
+    q, qd, _ = _states(batch=4, seed=5)
+    h = 1e-4
+    n = 3
+    eye = np.eye(n)
+
+    def t(v):
+        return model.kinetic_energy(q, v).numpy()
+
+    fd = np.empty((4, n, n))
+    for i in range(n):
+        for j in range(n):
+            fd[:, i, j] = (t(qd + h * eye[i] + h * eye[j]) - t(qd + h * eye[i] - h * eye[j])
+                           - t(qd - h * eye[i] + h * eye[j]) + t(qd - h * eye[i] - h * eye[j])) / (4 * h * h)
+    np.testing.assert_allclose(model.mass_matrix(q, qd).numpy(), fd, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("kind", ["kinetic-potential", "black-box"])
+def test_acceleration_satisfies_euler_lagrange_by_finite_differences(kind):
+    """d/dt (dL/dqd) - dL/dq = tau along (qd, qdd), all derivatives by central differences."""
+    model = _model(kind, hidden=(16, 16))
+    q, qd, tau = _states(batch=4, seed=6)
+    qdd = model.acceleration(q, qd, tau, regularize=50.0).numpy()
+    # The regularised solve satisfies (M + 50 I) qdd = rhs: move 50 qdd to the force side.
+    forcing = tau - 50.0 * qdd
+    n, h1, h2 = 3, 1e-5, 1e-4
+    eye = np.eye(n)
+
+    def lag(a, b):
+        return model.lagrangian(a, b).numpy()
+
+    def momentum(a, b):
+        return np.stack([(lag(a, b + h1 * e) - lag(a, b - h1 * e)) / (2 * h1) for e in eye], -1)
+
+    grad_q = np.stack([(lag(q + h1 * e, qd) - lag(q - h1 * e, qd)) / (2 * h1) for e in eye], -1)
+    dp_dt = (momentum(q + h2 * qd, qd + h2 * qdd) - momentum(q - h2 * qd, qd - h2 * qdd)) / (2 * h2)
+    np.testing.assert_allclose(dp_dt - grad_q, forcing, rtol=1e-5, atol=1e-5)
+
+
+def test_structured_hessian_path_returns_constructed_mass_matrix():
+    model = _model("structured", hidden=(16,))
+    q, qd, _ = _states(batch=8, seed=2)
+    m = model.mass_matrix(q).numpy()  # q only
+    np.testing.assert_allclose(model.mass_matrix(q, qd).numpy(), m, rtol=0, atol=0)
+    for method in ("reverse", "forward-over-reverse"):
+        hess = mechanics.mass_matrix(model.kinetic_energy, q, qd, method=method).numpy()
+        np.testing.assert_allclose(hess, m, rtol=1e-12, atol=1e-12)
+    health = model.mass_matrix_health(q)
+    assert health.positive_definite and health.min_eigenvalue >= model.epsilon * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_convex_kinetic_network_has_positive_definite_hessian(seed):
+    model = _model("kinetic-potential", convex=True, hidden=(32, 32), seed=seed, epsilon=1e-3)
+    rng = np.random.default_rng(seed)
+    q, qd = rng.normal(0, 3, (256, 3)), rng.normal(0, 5, (256, 3))
+    # Random, large weights: convexity must not depend on the initialisation.
+    for w in model.kinetic_net.trainable_weights:
+        w.assign(rng.normal(0, 2.0, w.shape))
+    health = model.mass_matrix_health(q, qd)
+    assert health.fraction_not_positive_definite == 0.0
+    assert health.min_eigenvalue >= 1e-3 * (1 - 1e-6)
+    plain = _model("kinetic-potential", hidden=(32, 32), seed=seed)
+    for w in plain.kinetic_net.trainable_weights:
+        w.assign(rng.normal(0, 2.0, w.shape))
+    # Without the constraint the same kind of network is indefinite somewhere.
+    assert plain.mass_matrix_health(q, qd).fraction_not_positive_definite > 0
+
+
+def test_gradient_of_acceleration_loss_wrt_weights_matches_finite_differences():
+    model = _model("kinetic-potential", convex=True, hidden=(6, 5), damping=True)
+    q, qd, tau = (tf.constant(a) for a in _states(batch=5, seed=9))
+    target = tf.constant(np.random.default_rng(1).normal(size=(5, 3)))
+    net = model.kinetic_net
+
+    def loss_with(attr, index=None):
+        original = getattr(net, attr)
+
+        def loss(x):
+            if index is None:
+                object.__setattr__(net, attr, x)
+            else:
+                patched = list(original)
+                patched[index] = x
+                object.__setattr__(net, attr, patched)
+            try:
+                qdd = model((q, qd, tau))
+                return tf.reduce_mean((qdd - target) ** 2)
+            finally:
+                object.__setattr__(net, attr, original)
+        return loss, tf.convert_to_tensor(original if index is None else original[index])
+
+    for attr, index in (("w_v", None), ("w_x", None), ("_raw_kernels", 0), ("_raw_kernels", 1), ("_biases", 0)):
+        loss, x0 = loss_with(attr, index)
+        theoretical, numerical = tf.test.compute_gradient(loss, [x0], delta=1e-6)
+        np.testing.assert_allclose(theoretical[0], numerical[0], rtol=1e-5, atol=1e-7)
+    # And the whole weight list through a tape, as a training step sees it.
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean((model((q, qd, tau)) - target) ** 2)
+    grads = tape.gradient(loss, model.trainable_variables)
+    assert all(g is not None and np.all(np.isfinite(g)) for g in grads)
+    assert len(grads) == len(model.trainable_variables) > 0
+
+
+def test_tracing_count_stays_one_across_batch_sizes():
+    model = _model("kinetic-potential", convex=True)
+    rng = np.random.default_rng(0)
+    for batch in (1, 7, 1024, 1):
+        q, qd = rng.normal(size=(batch, 3)), rng.normal(size=(batch, 3))
+        model.mass_matrix(q, qd)
+        model.acceleration(q, qd)
+        model.acceleration(q, qd, rng.normal(size=(batch, 3)))
+        model.energy(q, qd)
+    for op in ("mass_matrix", "acceleration", "acceleration_free", "energy"):
+        assert model.tracing_count(op) == 1, op
+    assert model.tracing_count("inverse_dynamics") == 0
+
+
+@pytest.mark.parametrize("kind, dtype", [("kinetic-potential", "float32"),
+                                         ("black-box", "float64"), ("structured", "float64")])
+def test_save_load_round_trip_is_bit_identical(tmp_path, kind, dtype):
+    model = LagrangianNetwork(2, kind=kind, hidden=(8, 8), angular=(True, False), damping=True,
+                              dtype=dtype, seed=11, convex=(kind == "kinetic-potential"))
+    rng = np.random.default_rng(0)
+    model.adapt(rng.normal(1.0, 2.0, (40, 2)), rng.normal(0.0, 3.0, (40, 2)),
+                rng.normal(0.0, 5.0, (40, 2)))
+    q, qd, tau = _states(n=2, batch=9)
+    path = tmp_path / "model.keras"
+    model.save(path)
+    loaded = lnn.load_model(path)
+    assert isinstance(loaded, LagrangianNetwork)
+    assert (loaded.n_dof, loaded.kind, loaded.angular, loaded.dtype, loaded.damping) == \
+        (2, kind, (True, False), dtype, True)
+    assert loaded.get_config() == model.get_config()
+    for a, b in zip(model.weights, loaded.weights):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
+    for name in ("energy", "mass_matrix"):
+        assert np.array_equal(getattr(model, name)(q, qd).numpy(), getattr(loaded, name)(q, qd).numpy())
+    assert np.array_equal(model.acceleration(q, qd, tau, regularize=10.0).numpy(),
+                          loaded.acceleration(q, qd, tau, regularize=10.0).numpy())
+
+
+def test_load_model_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such model file"):
+        load_model(tmp_path / "missing.keras")
+    text = tmp_path / "notes.keras"
+    text.write_text("not a model")
+    with pytest.raises(ValueError, match="not a Keras"):
+        load_model(text)
+    foreign = tmp_path / "foreign.keras"
+    with zipfile.ZipFile(foreign, "w") as archive:
+        archive.writestr("config.json", '{"class_name": "Nothing"}')
+    with pytest.raises(ValueError, match="cannot load"):
+        load_model(foreign)
+
+
+def test_bad_inputs_raise_clearly():
+    model = _model("kinetic-potential")
+    q, qd, _ = _states()
+    with pytest.raises(ValueError, match="n_dof = 3 columns"):
+        model.acceleration(q[:, :2], qd[:, :2])
+    with pytest.raises(ValueError, match="batch size 5 but q has batch size 6"):
+        model.mass_matrix(q, qd[:5])
+    with pytest.raises(ValueError, match="tau contains NaN"):
+        model.acceleration(q, qd, np.full_like(q, np.nan))
+    with pytest.raises(ValueError, match="q contains NaN"):
+        model.energy(np.where(q > 1, np.nan, q), qd)
+    # An untrained unconstrained T is indefinite somewhere: reported, not hidden.
+    rng = np.random.default_rng(0)
+    q_many, qd_many = rng.normal(0, 3, (512, 3)), rng.normal(0, 3, (512, 3))
+    health = model.mass_matrix_health(q_many, qd_many)
+    assert health.fraction_not_positive_definite > 0
+    with pytest.raises(mechanics.MassMatrixError, match=r"not positive definite for \d+ of 512"):
+        model.acceleration(q_many, qd_many)
+    with pytest.raises(ValueError, match="inputs must be a tuple"):
+        model(tf.constant(q))
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(n_dof=0), ValueError, "n_dof must be a positive integer"),
+    (dict(n_dof=2, kind="hamiltonian"), ValueError, "kind must be one of"),
+    (dict(n_dof=2, activation="relu"), ValueError, "activation must be one of"),
+    (dict(n_dof=2, angular=(True,)), ValueError, "angular must have n_dof = 2"),
+    (dict(n_dof=2, convex=True, kind="black-box"), ValueError, "convex=True applies"),
+    (dict(n_dof=2, convex=True, activation="tanh"), ValueError, "softplus"),
+    (dict(n_dof=2, hidden=()), ValueError, "hidden must be a non-empty"),
+    (dict(n_dof=2, hidden=64), TypeError, "hidden must be a tuple"),
+    (dict(n_dof=2, dtype="float16"), ValueError, "dtype must be"),
+])
+def test_bad_constructor_arguments(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        LagrangianNetwork(kwargs.pop("n_dof"), **kwargs)
+
+
+def test_angular_coordinates_are_periodic_and_adapt_scales_the_rest():
+    model = _model("black-box")
+    q, qd, _ = _states()
+    shift = np.array([2 * np.pi, 0.0, -4 * np.pi])
+    np.testing.assert_allclose(model.lagrangian(q + shift, qd).numpy(),
+                               model.lagrangian(q, qd).numpy(), rtol=1e-12)
+    assert not np.allclose(model.lagrangian(q + 2 * np.pi, qd).numpy(),
+                           model.lagrangian(q, qd).numpy())
+    np.testing.assert_array_equal(np.asarray(model.q_mean)[[0, 2]], 0.0)
+    np.testing.assert_array_equal(np.asarray(model.q_std)[[0, 2]], 1.0)
+    assert abs(np.asarray(model.q_mean)[1] - 0.4) < 0.8
+
+
+def test_mlp_layers_and_feature_map_reimplement_the_model_in_numpy():
+    model = _model("kinetic-potential", convex=True, hidden=(7, 5))
+    q, qd, _ = _states()
+    fmap = model.feature_map()
+    x = q @ fmap.A + np.sin(q) @ fmap.B_sin + np.cos(q) @ fmap.B_cos + fmap.c
+    layers = model.mlp_layers()
+
+    def run(net_layers, inputs):
+        h = inputs
+        for layer in net_layers:
+            z = h @ layer.kernel + layer.bias
+            h = {"softplus": np.logaddexp(0.0, z), "linear": z}[layer.activation]
+        return h[:, 0]
+
+    t = run(layers["kinetic"], np.concatenate([x, qd / fmap.qd_scale], axis=1))
+    t += 0.5 * model.epsilon * np.sum(qd**2, axis=1)
+    v = run(layers["potential"], x)
+    np.testing.assert_allclose(model.kinetic_energy(q, qd).numpy(), t, rtol=1e-12)
+    np.testing.assert_allclose(model.potential_energy(q).numpy(), v, rtol=1e-12)
+    assert all(np.all(layer.kernel >= 0) for layer in layers["kinetic"][1:])
+
+
+def test_single_states_dtypes_and_numpy_path():
+    model = LagrangianNetwork(2, hidden=(8,), convex=True, seed=0)  # float32 default
+    q, qd = np.array([0.3, -0.2]), np.array([0.5, 1.0])
+    qdd = model.acceleration(q, qd)
+    assert qdd.shape == (2,) and qdd.dtype == tf.float32
+    assert model.mass_matrix(q, qd).shape == (2, 2)
+    assert model.energy(q, qd).shape == ()
+    assert model((tf.constant(q[None]), tf.constant(qd[None]))).dtype == tf.float32
+
+
+def test_damping_dissipates_and_power_balances():
+    model = _model("structured", damping=True, hidden=(8,))
+    q, qd, tau = _states(batch=16, seed=4)
+    d = model.damping_matrix().numpy()
+    assert np.all(np.linalg.eigvalsh(d) > 0)
+    free = model.power_balance(q, qd)
+    assert np.all(free.input_power < 0)  # -qd . D qd
+    np.testing.assert_allclose(free.residual, 0.0, atol=1e-10)
+    driven = model.power_balance(q, qd, tau)
+    np.testing.assert_allclose(driven.energy_rate, driven.input_power, atol=1e-10)
