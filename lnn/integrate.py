@@ -294,7 +294,8 @@ def _time_grid(t) -> np.ndarray:
     if t.shape[0] > 1 and not (np.diff(t) > 0).all():
         k = int(np.flatnonzero(np.diff(t) <= 0)[0])
         raise ValueError(
-            f"t must be strictly increasing; got t[{k}] = {float(t[k])!r} >= t[{k + 1}] = {float(t[k + 1])!r}"
+            f"t must be strictly increasing; got t[{k}] = {float(t[k])!r} >= "
+            f"t[{k + 1}] = {float(t[k + 1])!r}"
         )
     return t
 
@@ -417,16 +418,20 @@ def _jacobian_options(system, method: str, B: int, n: int, torque: _Torque) -> d
     def jac(time, y):
         data = np.empty((B, n + m * n))
         data[:, :n] = 1.0
-        Y = y.reshape(B, m)
-        q, qd = Y[:, :n], Y[:, n:]
-        data[:, n:] = _acceleration_jacobian(exact, torque, time, q, qd, B, n).reshape(B, -1)
+        data[:, n:] = _acceleration_jacobian(exact, torque, time, y, B, n).reshape(B, -1)
         return scipy.sparse.csr_matrix((data.ravel(), indices, indptr), shape=shape)
 
     return {"jac": jac}
 
 
-def _acceleration_jacobian(exact, torque: _Torque, time, q, qd, B: int, n: int) -> np.ndarray:
-    """``d qdd / d [q, qd]`` of the system, shape ``(B, n, 2n)`` (the force held fixed)."""
+def _acceleration_jacobian(exact, torque: _Torque, time, y, B: int, n: int) -> np.ndarray:
+    """``d qdd / d [q, qd]`` of the system at the ODE state ``y (2nB,)``, ``(B, n, 2n)``.
+
+    The force is held fixed (a controller's own dependence on the state is
+    left out: the Jacobian only steers Newton's iterations, not the answer).
+    """
+    Y = y.reshape(B, 2 * n)
+    q, qd = Y[:, :n], Y[:, n:]
     J = np.asarray(exact(q, qd, torque(time, q, qd)), dtype=np.float64)
     if J.shape != (B, n, 2 * n):
         raise ValueError(
@@ -438,9 +443,7 @@ def _acceleration_jacobian(exact, torque: _Torque, time, q, qd, B: int, n: int) 
 
 def _jacobian_blocks(exact, torque: _Torque, time, y, B: int, n: int) -> np.ndarray:
     """The dense ``2n x 2n`` diagonal blocks of the vector field's Jacobian, ``(B, 2n, 2n)``."""
-    Y = y.reshape(B, 2 * n)
-    q, qd = Y[:, :n], Y[:, n:]
     blocks = np.zeros((B, 2 * n, 2 * n))
     blocks[:, :n, n:] = np.eye(n)
-    blocks[:, n:, :] = _acceleration_jacobian(exact, torque, time, q, qd, B, n)
+    blocks[:, n:, :] = _acceleration_jacobian(exact, torque, time, y, B, n)
     return blocks
