@@ -542,6 +542,8 @@ def acceleration_jacobian(model, q, qd, tau=None) -> np.ndarray:
         fn = tf.function(jacobian, input_signature=signature, autograph=False)
         fn = fn.get_concrete_function()
         per_model[key] = fn
+    if q.shape[0] == 0:
+        return np.zeros((0, n, 2 * n))
     args = (q, qd) if tau is None else (q, qd, tau)
     result = np.asarray(fn(*(tf.constant(a) for a in args)), dtype=np.float64)
     return result[0] if single else result
