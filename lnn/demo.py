@@ -66,7 +66,7 @@ class DemoConfig:
 
 #: The built-in demos, by system name.
 DEMOS: dict[str, DemoConfig] = {
-    "double-pendulum": DemoConfig(system="double-pendulum"),
+    "double-pendulum": DemoConfig(system="double-pendulum", kind="structured"),
     "planar-arm": DemoConfig(system="planar-arm", kind="structured", loss="torque",
                              excitation="sinusoids"),
 }

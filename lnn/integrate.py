@@ -110,7 +110,9 @@ def rollout(system, q0, qd0, t, *, tau=None, tau_interpolation: str = "linear",
     -------
     Trajectory
         ``t (T,)``; ``q, qd, qdd, tau (B, T, n)``; ``energy (B, T)``.
-        ``qdd`` and ``energy`` are evaluated once, batched, at the samples;
+        ``qdd`` and ``energy`` are evaluated once, batched, at the samples
+        (``energy`` is NaN for a model without one, such as
+        :class:`lnn.baseline.AccelerationMLP`);
         ``tau`` holds the forces applied at the samples (zeros when
         unforced). ``metadata`` holds the solver's counters and tolerances.
 
@@ -204,7 +206,10 @@ def rollout(system, q0, qd0, t, *, tau=None, tau_interpolation: str = "linear",
     flat = (B * t.shape[0], n)
     qdd = acceleration(q.reshape(flat), qd.reshape(flat),
                        None if torque.is_none else tau_samples.reshape(flat))
-    energy = np.asarray(system.energy(q.reshape(flat), qd.reshape(flat)), dtype=np.float64)
+    if hasattr(system, "energy"):
+        energy = np.asarray(system.energy(q.reshape(flat), qd.reshape(flat)), dtype=np.float64)
+    else:  # e.g. lnn.baseline.AccelerationMLP: a dynamics model without a Lagrangian
+        energy = np.full(flat[:1], np.nan)
     return Trajectory(
         t=t, q=q, qd=qd, qdd=qdd.reshape(q.shape), tau=tau_samples,
         energy=energy.reshape(B, t.shape[0]), nfev=nfev, method=method,
@@ -261,10 +266,10 @@ def _check_finite(time: float, rows: np.ndarray, method: str) -> None:
 
 
 def _check_system(system) -> int:
-    for attribute in ("n_dof", "acceleration", "energy"):
+    for attribute in ("n_dof", "acceleration"):
         if not hasattr(system, attribute):
             raise TypeError(
-                f"system must satisfy lnn.MechanicalSystem (n_dof, acceleration, energy); "
+                f"system must satisfy lnn.MechanicalSystem (at least n_dof and acceleration); "
                 f"{type(system).__name__} has no {attribute!r}"
             )
     n = system.n_dof
