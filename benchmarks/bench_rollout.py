@@ -1,0 +1,268 @@
+"""Speed of scipy rollouts of learned models: numpy fast path vs TensorFlow vs JAX.
+
+One run, the same weights everywhere. For a learned double pendulum and a
+learned 7-DOF chain (``LagrangianNetwork``, convex kinetic-potential kind, so
+that ``M`` is positive definite; optionally trained for a few seconds on the
+ground truth) it measures
+
+1. the cost of one right-hand-side call (``qdd`` for a batch) at batch 1 and
+   at the rollout batch, for every way of evaluating the learned dynamics:
+
+   - ``numpy-fast``: ``model.numpy_acceleration`` (:mod:`lnn.fast`,
+     closed-form derivatives in numpy);
+   - ``tf-compiled``: ``model.acceleration(...).numpy()`` (one compiled
+     ``tf.function`` call per stage);
+   - ``tf-eager``: the naive adapter, the same TensorFlow mathematics run
+     eagerly op by op at every stage;
+   - ``jax-jit``: the textbook Euler–Lagrange right-hand side in JAX
+     (``jax.hessian``, ``jax.grad``, ``jax.jvp`` of the same Lagrangian with
+     the same weights, ``vmap`` + ``jit``), the peer;
+
+2. ``lnn.rollout`` over ``--duration`` seconds with DOP853 and Radau for each
+   batch size: wall time, right-hand-side calls, microseconds per call, and the
+   ratio to the ground-truth system's rollout of the same batch measured in the
+   same run (``simulations.DoublePendulum`` / ``simulations.NPendulum`` with 7
+   links). Radau gets each way's exact Jacobian (TensorFlow autodiff for the
+   TF ways and ``numpy-fast``, ``jax.jacfwd`` for JAX). The naive eager adapter
+   is rolled out at batch 1 with DOP853 only (elsewhere its per-call cost times
+   the calls of the same solve is reported, marked ``est``).
+
+   python benchmarks/bench_rollout.py            # 10 s rollouts, batch 1 and 256
+   python benchmarks/bench_rollout.py --quick    # 2 s rollouts, batch 1 and 32, no training
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+
+import simulations  # noqa: E402
+from lnn import rollout  # noqa: E402
+from lnn.fast import FastLagrangian  # noqa: E402
+from lnn.models import LagrangianNetwork  # noqa: E402
+
+
+# ----------------------------------------------------------------------------- the peer
+
+
+def jax_dynamics(model):
+    """JAX ``(acceleration, jacobian)`` of ``model``'s Lagrangian, batched and jitted.
+
+    The Lagrangian is rebuilt from the same (folded) weights as :mod:`lnn.fast`
+    and differentiated the textbook way: ``M = jax.hessian`` in ``qd``,
+    ``dL/dq = jax.grad``, the mixed term ``(d2L/dqd dq) qd`` a ``jax.jvp``.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    snap = FastLagrangian.from_model(model)
+    if snap.kind != "kinetic-potential":
+        raise ValueError(f"the JAX peer covers the kinetic-potential kind, got {snap.kind!r}")
+    act = {"softplus": jax.nn.softplus, "tanh": jnp.tanh, "sigmoid": jax.nn.sigmoid,
+           "swish": jax.nn.swish}[snap.main.activation]
+    lin, ang = snap.lin, snap.ang
+    damping = None if snap.damping is None else jnp.asarray(snap.damping)
+
+    def mlp(net, r, qd):
+        z = r @ net.w_r + net.b_1
+        if qd is not None:
+            z = z + qd @ net.w_qd
+        for k, b in zip(net.kernels, net.biases):
+            z = act(z) @ k + b
+        return z[0]
+
+    def lagrangian(q, qd):
+        r = jnp.concatenate([q[lin], jnp.sin(q[ang]), jnp.cos(q[ang])])
+        kinetic = mlp(snap.main, r, qd) + 0.5 * snap.epsilon * qd @ qd
+        return kinetic - mlp(snap.potential, r, None)
+
+    def acceleration(q, qd, tau):
+        mass = jax.hessian(lagrangian, 1)(q, qd)
+        grad_q = jax.grad(lagrangian, 0)(q, qd)
+        mixed = jax.jvp(lambda x: jax.grad(lagrangian, 1)(x, qd), (q,), (qd,))[1]
+        rhs = grad_q - mixed + tau
+        if damping is not None:
+            rhs = rhs - damping @ qd
+        return jnp.linalg.solve(mass, rhs)
+
+    n = snap.n_dof
+    batched = jax.jit(jax.vmap(acceleration))
+    jac = jax.jit(jax.vmap(jax.jacfwd(lambda y, tau: acceleration(y[:n], y[n:], tau))))
+
+    def numpy_acceleration(q, qd, tau=None):
+        tau = np.zeros_like(q) if tau is None else tau
+        return np.asarray(batched(q, qd, tau))
+
+    def acceleration_jacobian(q, qd, tau=None):
+        tau = np.zeros_like(q) if tau is None else tau
+        return np.asarray(jac(np.concatenate([q, qd], axis=1), tau))
+
+    return numpy_acceleration, acceleration_jacobian
+
+
+# ----------------------------------------------------------------------------- adapters
+
+
+class Adapter:
+    """A ``MechanicalSystem`` view of ``model`` whose hot path is ``accel``."""
+
+    def __init__(self, model, accel, jacobian):
+        self.model, self.n_dof, self.angular = model, model.n_dof, model.angular
+        self.numpy_acceleration = accel
+        self.acceleration_jacobian = jacobian
+
+    def acceleration(self, q, qd, tau=None):
+        return self.numpy_acceleration(q, qd, tau)
+
+    def energy(self, q, qd):
+        return self.model.energy(q, qd).numpy()
+
+
+def ways(model):
+    """``name -> (acceleration, jacobian)`` for every way of evaluating the model."""
+    import tensorflow as tf
+
+    def tf_compiled(q, qd, tau=None):
+        return model.acceleration(q, qd, tau).numpy()
+
+    def tf_eager(q, qd, tau=None):
+        tau = None if tau is None else tf.constant(tau)
+        return model._acceleration_graph(tf.constant(q), tf.constant(qd), tau).numpy()
+
+    jax_accel, jax_jac = jax_dynamics(model)
+    exact = model.acceleration_jacobian
+    return {
+        "numpy-fast": (model.numpy_acceleration, exact),
+        "tf-compiled": (tf_compiled, exact),
+        "tf-eager": (tf_eager, exact),
+        "jax-jit": (jax_accel, jax_jac),
+    }
+
+
+# ----------------------------------------------------------------------------- measurements
+
+
+def per_call(fn, q, qd, *, budget: float, repeats: int = 5) -> float:
+    """Median wall time of one call ``fn(q, qd)`` in microseconds."""
+    fn(q, qd)
+    start = time.perf_counter()
+    fn(q, qd)
+    once = max(time.perf_counter() - start, 1e-7)
+    calls = int(min(max(budget / repeats / once, 1), 2000))
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn(q, qd)
+        times.append((time.perf_counter() - start) / calls)
+    return 1e6 * statistics.median(times)
+
+
+def timed_rollout(system, q0, qd0, t, method, rtol, atol):
+    start = time.perf_counter()
+    trajectory = rollout(system, q0, qd0, t, method=method, rtol=rtol, atol=atol)
+    return time.perf_counter() - start, trajectory
+
+
+def learned_model(truth, name, *, hidden, train_seconds, seed):
+    """A convex kinetic-potential model of ``truth`` (scales adapted; optionally trained)."""
+    model = LagrangianNetwork(truth.n_dof, kind="kinetic-potential", convex=True, hidden=hidden,
+                              angular=truth.angular, dtype="float64", seed=seed, name=name)
+    state = truth.sample_state(512, rng=seed)
+    model.adapt(state.q, state.qd, truth.acceleration(state.q, state.qd))
+    if train_seconds > 0:
+        from lnn import fit, generate
+
+        data = generate(truth, n_trajectories=32, duration=2.0, dt=0.05, seed=seed)
+        fit(model, data, epochs=10_000, time_limit=train_seconds, seed=seed)
+    return model
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="2 s rollouts, batch 1 and 32, no training")
+    parser.add_argument("--duration", type=float, default=None, help="rollout length in s (10)")
+    parser.add_argument("--batch", type=int, default=None, help="large batch (256)")
+    parser.add_argument("--hidden", type=int, nargs="+", default=[64, 64])
+    parser.add_argument("--train-seconds", type=float, default=None, help="training per model (20)")
+    parser.add_argument("--rtol", type=float, default=1e-6)
+    parser.add_argument("--atol", type=float, default=1e-8)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    duration = args.duration if args.duration is not None else (2.0 if args.quick else 10.0)
+    big = args.batch if args.batch is not None else (32 if args.quick else 256)
+    train_seconds = args.train_seconds if args.train_seconds is not None else (
+        0.0 if args.quick else 20.0)
+    t = np.linspace(0.0, duration, int(round(duration * 10)) + 1)
+    systems = [("double pendulum", simulations.DoublePendulum()),
+               ("7-DOF chain", simulations.NPendulum(masses=[1.0] * 7, lengths=[0.5] * 7))]
+
+    print(f"lnn rollout benchmark: {duration:g} s, rtol={args.rtol:g}, atol={args.atol:g}, "
+          f"hidden={tuple(args.hidden)}, float64, training {train_seconds:g} s per model")
+    for label, truth in systems:
+        model = learned_model(truth, label.replace(" ", "-"), hidden=tuple(args.hidden),
+                              train_seconds=train_seconds, seed=args.seed)
+        available = ways(model)
+        print(f"\n## {label} (n = {truth.n_dof})\n")
+        print("per right-hand-side call (median, µs)")
+        print(f"{'way':<13}{'B=1':>12}{'ratio':>8}{f'B={big}':>12}{'ratio':>8}")
+        rng = np.random.default_rng(args.seed)
+        state = truth.sample_state(big, rng=rng)
+        q_all, qd_all = state.q, state.qd
+        calls = {}
+        for name, (accel, _) in available.items():
+            budget = 0.5 if name != "tf-eager" else 0.3
+            calls[name] = (per_call(accel, q_all[:1], qd_all[:1], budget=budget),
+                           per_call(accel, q_all, qd_all, budget=budget))
+        base = calls["jax-jit"]
+        for name, (one, many) in calls.items():
+            print(f"{name:<13}{one:>12.1f}{one / base[0]:>8.2f}{many:>12.1f}{many / base[1]:>8.2f}")
+        print("(ratio: to jax-jit in this run)")
+
+        print(f"\nrollouts of {duration:g} s (wall time median of 1; ratio to the ground truth)")
+        print(f"{'method':<8}{'B':>5}  {'way':<13}{'wall s':>9}{'ratio':>8}{'RHS calls':>11}"
+              f"{'µs/call':>10}{'per traj ms':>13}")
+        summary = {}
+        for method in ("DOP853", "Radau"):
+            for batch in (1, big):
+                q0, qd0 = q_all[:batch], qd_all[:batch]
+                wall_truth, ref = timed_rollout(truth, q0, qd0, t, method, args.rtol, args.atol)
+                rows = [("ground truth", wall_truth, ref.nfev, False)]
+                for name, (accel, jac) in available.items():
+                    if name == "tf-eager" and (method != "DOP853" or batch != 1):
+                        rows.append((name, None, None, True))
+                        continue
+                    accel(q0, qd0)  # warm-up: tracing and XLA compilation are not timed
+                    if method == "Radau":
+                        jac(q0, qd0)
+                    wall, traj = timed_rollout(Adapter(model, accel, jac), q0, qd0, t, method,
+                                               args.rtol, args.atol)
+                    rows.append((name, wall, traj.nfev, False))
+                nfev_fast = next(r[2] for r in rows if r[0] == "numpy-fast")
+                for name, wall, nfev, estimated in rows:
+                    if estimated:
+                        nfev = nfev_fast
+                        wall = calls[name][0 if batch == 1 else 1] * 1e-6 * nfev
+                    summary[(method, batch, name)] = wall
+                    tag = " est" if estimated else ""
+                    print(f"{method:<8}{batch:>5}  {name:<13}{wall:>9.3f}{wall / wall_truth:>8.2f}"
+                          f"{nfev:>11d}{1e6 * wall / max(nfev, 1):>10.1f}"
+                          f"{1e3 * wall / batch:>13.2f}{tag}")
+        print(f"\nbatch {big} vs rolling its trajectories one by one (per-trajectory speed-up):")
+        for method in ("DOP853", "Radau"):
+            fast_big = summary[(method, big, "numpy-fast")] / big
+            for name in ("numpy-fast", "tf-compiled", "tf-eager"):
+                one = summary[(method, 1, name)]
+                print(f"  {method:<7} one-by-one {name:<12}: {one / fast_big:8.1f}x slower per "
+                      f"trajectory than numpy-fast at B={big}")
+
+
+if __name__ == "__main__":
+    main()
