@@ -154,9 +154,9 @@ def animate(system, true: Trajectory, learned: Trajectory | None = None, *, inde
                 base = points[key][:, 0]
                 if dim == 2 and np.ptp(base, axis=0).max() > 1e-9:
                     ax.axhline(float(np.mean(base[:, 1])), color="0.6", linewidth=0.8, zorder=0)
-                style_ = {"color": colors[key], "linestyle": "-" if key == "true" else "--"}
+                line_style = {"color": colors[key], "linestyle": "-" if key == "true" else "--"}
                 (chain,) = ax.plot(*points[key][0].T, marker="o", markersize=4, linewidth=1.6,
-                                   label=key, **style_)
+                                   label=key, **line_style)
                 (base_marker,) = ax.plot(*points[key][0, :1].T, marker="s", markersize=7,
                                          color=colors[key], linestyle="none")
                 (tail,) = ax.plot(*points[key][:1, -1].T, color=colors[key], linewidth=0.7,

@@ -175,7 +175,7 @@ def _slice(system, coordinate, values, q_ref, n: int):
 
 
 def _mass_units(angular, n: int) -> str:
-    units = {"kg" if not (angular is None or a) else "kg m$^2$" for a in (angular or (True,) * n)}
+    units = {"kg m$^2$" if a else "kg" for a in (angular or (True,) * n)}
     if len(units) == 1:
         return units.pop()
     return "kg, kg m, kg m$^2$"
@@ -316,8 +316,10 @@ def potential(true, learned=None, *, coordinates=(0,), bounds=None, q_ref=None,
     units = coordinate_units(angular, n)
     if bounds is None:
         bounds = [(-np.pi, np.pi) if units[i] == "rad" else (-1.0, 1.0) for i in chosen]
-    bounds = np.asarray(bounds, dtype=float).reshape(-1, 2) if np.size(bounds) else None
-    if bounds is None or bounds.shape != (len(chosen), 2) or np.any(bounds[:, 1] <= bounds[:, 0]):
+    bounds = np.asarray(bounds, dtype=float)
+    if bounds.shape == (2,) and len(chosen) == 1:  # a single (low, high) pair
+        bounds = bounds[None]
+    if bounds.shape != (len(chosen), 2) or np.any(bounds[:, 1] <= bounds[:, 0]):
         raise ValueError(f"bounds must be {len(chosen)} pair(s) (low, high) with low < high, "
                          f"got {bounds!r}")
     q_ref = np.zeros(n) if q_ref is None else _checks.to_numpy(q_ref)

@@ -118,19 +118,12 @@ def _summary(summary: str, batch: int) -> str:
 
 
 def _center(values: np.ndarray, how: str) -> np.ndarray:
-    """Median (or geometric mean) over the batch, ignoring NaN; all-NaN columns give NaN."""
+    """Median (or geometric mean of the positive values) over the batch; all-NaN columns give NaN."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return _center_unchecked(values, how)
-
-
-def _center_unchecked(values: np.ndarray, how: str) -> np.ndarray:
-    if how == "geometric":
-        with np.errstate(divide="ignore"):
-            logs = np.log(np.where(values > 0, values, np.nan))
-        return np.exp(np.nanmean(logs, axis=0)) if np.isfinite(logs).any() else np.full(
-            values.shape[1], np.nan)
-    return np.nanmedian(values, axis=0)
+        if how == "geometric":
+            return np.exp(np.nanmean(np.log(np.where(values > 0, values, np.nan)), axis=0))
+        return np.nanmedian(values, axis=0)
 
 
 def _draw_batch(ax, t, values, *, color, linestyle, summary, label, center="median"):
