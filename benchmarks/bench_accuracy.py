@@ -195,7 +195,7 @@ def case_mlp(args, results, rows):
     ]
 
 
-def _torque_case(system, *, n_trajectories, duration, dt, kinds, args, label, hidden=(128, 128)):
+def _torque_case(system, *, n_trajectories, duration, dt, kinds, args, hidden=(128, 128)):
     from lnn import metrics
     from lnn.data import generate
     from lnn.models import LagrangianNetwork
@@ -205,13 +205,14 @@ def _torque_case(system, *, n_trajectories, duration, dt, kinds, args, label, hi
                     tau="sinusoids")
     parts = data.split(fractions=(0.8, 0.1, 0.1), seed=0)
     out = {}
+    budget = args.budget / len(kinds)  # the case's budget is shared by its models
     for kind in kinds:
         model = LagrangianNetwork(system.n_dof, kind=kind, hidden=hidden, angular=data.angular,
                                   dtype="float32", seed=0)
         start = time.monotonic()
         history = fit(model, parts.train, loss="torque", epochs=100_000, batch_size=512,
                       learning_rate=3e-3, validation=parts.validation, seed=0,
-                      time_limit=args.budget)
+                      time_limit=budget)
         seconds = time.monotonic() - start
         test = parts.test
         tau = _float64_copy(model).inverse_dynamics(test.q, test.qd, test.qdd).numpy()
@@ -224,7 +225,7 @@ def case_arm(args, results, rows):
 
     arm = simulations.PlanarArm()
     out = _torque_case(arm, n_trajectories=args.trajectories, duration=5.0, dt=0.01,
-                       kinds=("structured", "kinetic-potential"), args=args, label="arm")
+                       kinds=("structured", "kinetic-potential"), args=args)
     s_err, s_sec, s_ep, n = out["structured"]
     k_err, k_sec, k_ep, _ = out["kinetic-potential"]
     ratio = k_err.mse / s_err.mse
@@ -242,7 +243,7 @@ def case_panda(args, results, rows):
 
     robot = simulations.panda()
     out = _torque_case(robot, n_trajectories=args.trajectories, duration=4.0, dt=0.01,
-                       kinds=("structured",), args=args, label="panda")
+                       kinds=("structured",), args=args)
     err, sec, ep, n = out["structured"]
     rows.append(("3 Panda 7-DOF (structured)", f"normalised torque MSE ({n} samples)", err.nmse,
                  "< 0.01 (target)", err.nmse < ANCHORS["panda_nmse"], sec, ep))

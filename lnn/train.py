@@ -368,13 +368,17 @@ class _Trainer:
             residual = (power - tf.reduce_sum(qd * tau, axis=-1)) / self.scales["power"]
             out["energy"] = tf.square(residual)
         if "rollout" in self.terms:
-            from lnn.integrate import odeint
+            # lnn.odeint's compiled RK4 rollout, called directly: odeint() itself wraps
+            # its result in a Trajectory, which needs static shapes (None here).
+            from lnn.odeint import _integrator
 
             q_win, qd_win, tau_win = windows
-            t = np.arange(self.horizon + 1, dtype=np.float64) * self.dt
-            traj = odeint(model, q_win[:, 0], qd_win[:, 0], t, tau=tau_win)
-            zq = (traj.q[:, 1:] - q_win[:, 1:]) / self.scales["q"]
-            zv = (traj.qd[:, 1:] - qd_win[:, 1:]) / self.scales["qd"]
+            run = _integrator(model, method="rk4", substeps=1, iterations=1, controller=None,
+                              jit_compile=False, n=self.n, dtype=self.dtype)
+            t = tf.constant(np.arange(self.horizon + 1) * self.dt, dtype=self.dtype)
+            q_path, qd_path = run(q_win[:, 0], qd_win[:, 0], t, tau_win)[:2]
+            zq = (q_path[:, 1:] - q_win[:, 1:]) / self.scales["q"]
+            zv = (qd_path[:, 1:] - qd_win[:, 1:]) / self.scales["qd"]
             out["rollout"] = 0.5 * (tf.reduce_mean(tf.square(zq), axis=[1, 2])
                                     + tf.reduce_mean(tf.square(zv), axis=[1, 2]))
         return out
@@ -497,6 +501,7 @@ def fit(
     warmup: float = 0.02,
     clipnorm: float | None = 10.0,
     patience: int | None = None,
+    min_delta: float = 0.0,
     horizon: int = 5,
     initialization: str | None = None,
     adapt: bool = True,
@@ -559,6 +564,9 @@ def fit(
         Clip the global gradient norm to this value.
     patience : int, optional, keyword-only
         Stop when the monitored loss has not improved for this many epochs.
+    min_delta : float, keyword-only
+        An epoch improves on the best one when its monitored loss is lower by
+        more than this.
     horizon : int, keyword-only
         Steps of the rollout loss.
     initialization : {None, "cranmer"}, keyword-only
@@ -780,7 +788,7 @@ def fit(
         log["lr"].append(float(np.asarray(optimizer.learning_rate)))
         log["time"].append(time_offset + time.monotonic() - start)
         epoch_var.assign(epoch + 1)
-        if math.isfinite(monitored) and monitored < best["loss"]:
+        if math.isfinite(monitored) and monitored < best["loss"] - min_delta:
             best.update(loss=monitored, epoch=epoch, weights=[v.numpy() for v in model.variables])
             since_best = 0
             if best_manager is not None:
