@@ -32,6 +32,21 @@ backpropagation), clips the global gradient norm, and applies no update when
 the loss or a gradient is not finite: :func:`fit` then raises
 :class:`TrainingDivergedError` naming the epoch and batch, with the model
 holding the last good weights.
+
+Training on several devices or machines: build the model inside a strategy's
+scope and pass the strategy; the global batch is split over its replicas and
+the gradients are summed before the update::
+
+    strategy = tf.distribute.MirroredStrategy()          # all local GPUs (or CPUs)
+    with strategy.scope():
+        model = lnn.LagrangianNetwork(n, kind="structured")
+    history = lnn.fit(model, data, strategy=strategy, batch_size=512 * strategy.num_replicas_in_sync)
+
+Across machines use ``tf.distribute.MultiWorkerMirroredStrategy()`` the same
+way, after setting the ``TF_CONFIG`` environment variable on every worker
+(``{"cluster": {"worker": ["host1:port", "host2:port"]}, "task": {"type":
+"worker", "index": i}}``) and running the same script on each; give every
+worker its own ``checkpoint_dir`` (or a shared one written by worker 0 only).
 """
 
 from __future__ import annotations

@@ -41,11 +41,13 @@ def _weights(model):
     return [np.array(v.numpy()) for v in model.variables]
 
 
-def test_loss_decreases_and_step_traces_once():
+def test_loss_decreases_and_step_traces_once(tmp_path):
     data = _pendulum_data(500)  # 500 % 64 != 0: a smaller last batch must not retrace
     model = _model()
     history = fit(model, data, epochs=4, batch_size=64, learning_rate=3e-3, validation=0.25,
-                  loss={"acceleration": 1.0, "acceleration-l1": 0.5, "torque": 0.1, "energy": 0.01})
+                  loss={"acceleration": 1.0, "acceleration-l1": 0.5, "torque": 0.1, "energy": 0.01},
+                  tensorboard_dir=tmp_path / "tb")
+    assert list((tmp_path / "tb").glob("events.out.tfevents.*"))
     assert isinstance(history, History)
     assert history.traces == 1
     assert set(history.train) == {"acceleration-l2", "acceleration-l1", "torque", "energy", "total"}
