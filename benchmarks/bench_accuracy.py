@@ -34,6 +34,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -174,7 +175,7 @@ def case_mlp(args, results, rows):
     import simulations
     from lnn.train import fit
 
-    if "dp_energy" not in results:
+    if "dp_energy" not in results:  # not in this run nor in --results: run case 1 first
         case_double_pendulum(args, results, rows)
     system = simulations.DoublePendulum(m1=1.0, m2=1.0, l1=1.0, l2=1.0, g=9.8)
     data = _dp_dataset(system, args.samples, 0)
@@ -310,16 +311,24 @@ def main(argv=None) -> int:
     parser.add_argument("--case", choices=sorted(CASES) + ["all"], default="all")
     parser.add_argument("--quick", action="store_true", help="60 s budgets and smaller data")
     parser.add_argument("--budget", type=float, default=None, help="training seconds per model")
+    parser.add_argument("--results", default=None,
+                        help="JSON file of figures shared between runs (case 4 reuses case 1's)")
     args = parser.parse_args(argv)
     args.budget = args.budget or (60.0 if args.quick else 480.0)
     args.samples = 20_000 if args.quick else 100_000
     args.trajectories = 30 if args.quick else 100
     results, rows = {}, []
+    if args.results and os.path.exists(args.results):
+        with open(args.results) as handle:
+            results.update(json.load(handle))
     names = ["1", "4", "2", "3"] if args.case == "all" else [args.case]
     for name in names:
         start = time.monotonic()
         CASES[name](args, results, rows)
         print(f"case {name} done in {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
+        if args.results:
+            with open(args.results, "w") as handle:
+                json.dump(results, handle)
     print(f"\naccuracy (training budget {args.budget:.0f} s per model, float32 training, seeds fixed)")
     print(f"{'case':<28s} {'metric':<40s} {'value':>11s}  {'anchor':<24s} {'ok':<4s} {'train s':>8s} {'epochs':>6s}")
     for case, metric, value, anchor, ok, seconds, epochs in rows:

@@ -304,7 +304,9 @@ def cranmer_initialization(model, *, seed: int = 0) -> int:
             w.assign(rows[offset:offset + int(w.shape[0])].astype(w.dtype))
             offset += int(w.shape[0])
         mlp.b_1.assign(np.zeros(mlp.b_1.shape, dtype=mlp.b_1.dtype))
-        _assign_layers(list(zip(mlp._raw_kernels, mlp._biases)), rng, start=1)
+        kernels, biases = list(mlp._raw_kernels), list(mlp._biases)  # no output bias: one fewer
+        _assign_layers([(k, biases[i] if i < len(biases) else None) for i, k in enumerate(kernels)],
+                       rng, start=1)
     dense = [layer for layer in _sublayers(model)
              if type(layer).__name__ == "Dense" and getattr(layer, "kernel", None) is not None]
     if not mlps and dense:
@@ -822,7 +824,7 @@ def fit(
             with summary.as_default():
                 for key, value in row.items():
                     if key != "epoch":
-                        tf.summary.scalar(key, value, step=epoch)
+                        _scalar_summary(key, value, epoch)
             summary.flush()
         if progress is not None:
             progress(epoch + 1, epochs, _message(epoch, train_log, val_log))
@@ -859,6 +861,15 @@ def fit(
         traces=trainer.traces,
         weights=dict(weights),
     )
+
+
+def _scalar_summary(tag: str, value: float, step: int) -> None:
+    """A TensorBoard scalar written with TensorFlow alone (the tensorboard package is optional)."""
+    from tensorflow.core.framework import summary_pb2
+
+    metadata = summary_pb2.SummaryMetadata(data_class=summary_pb2.DATA_CLASS_SCALAR)
+    metadata.plugin_data.plugin_name = "scalars"
+    tf.summary.write(tag, tf.constant(value, tf.float32), step=step, metadata=metadata)
 
 
 def _model_dtype(model) -> tf.DType:
