@@ -27,6 +27,8 @@ ground truth) it measures
    is rolled out at batch 1 with DOP853 only (elsewhere its per-call cost times
    the calls of the same solve is reported, marked ``est``).
 
+numpy's BLAS runs on one thread unless ``OPENBLAS_NUM_THREADS`` is set (see below).
+
    python benchmarks/bench_rollout.py            # 10 s rollouts, batch 1 and 256
    python benchmarks/bench_rollout.py --quick    # 2 s rollouts, batch 1 and 32, no training
 """
@@ -39,6 +41,11 @@ import statistics
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# numpy's OpenBLAS threads spin-wait for cores that TensorFlow's and JAX's pools (and any
+# other process) hold: on a small shared machine a 256 x 64 matmul then takes ms instead of
+# tens of µs. One BLAS thread is the robust setting for many small products; override by
+# exporting OPENBLAS_NUM_THREADS before running.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 

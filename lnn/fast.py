@@ -68,24 +68,34 @@ def _softplus(z):
     return np.logaddexp(z, 0.0)
 
 
-def _act_softplus(z):
-    s = expit(z)
-    return _softplus(z), s, s * (1.0 - s)
+# Each activation maps z to (s(z) or None, s'(z), s''(z)); s(z) is skipped when the
+# caller does not need it (the last hidden layer when only derivatives are wanted).
+# Written with exp/log/reciprocal only: these vectorise, unlike logaddexp/log1p/expit here.
 
 
-def _act_tanh(z):
+def _act_softplus(z, value=True):
+    e = np.exp(-np.abs(z))
+    one_plus = 1.0 + e
+    p = 1.0 / one_plus  # sigmoid(|z|)
+    ep = e * p  # sigmoid(-|z|)
+    sig = ep + (z >= 0) * (p - ep)
+    h = np.maximum(z, 0.0) + np.log(one_plus) if value else None
+    return h, sig, ep * p
+
+
+def _act_tanh(z, value=True):
     t = np.tanh(z)
     d1 = 1.0 - t * t
     return t, d1, -2.0 * t * d1
 
 
-def _act_sigmoid(z):
+def _act_sigmoid(z, value=True):
     s = expit(z)
     d1 = s * (1.0 - s)
     return s, d1, d1 * (1.0 - 2.0 * s)
 
 
-def _act_swish(z):
+def _act_swish(z, value=True):
     s = expit(z)
     d1s = s * (1.0 - s)
     return z * s, s + z * d1s, d1s * (2.0 + z * (1.0 - 2.0 * s))
@@ -138,21 +148,23 @@ def _fold_net(layers, n_features: int, r_to_x: np.ndarray, x_offset: np.ndarray,
     )
 
 
-def _forward(net: _Net, r, qd):
+def _forward(net: _Net, r, qd, *, output: bool = True):
     """Hidden pre-activations' derivatives and the output.
 
-    Returns ``(out (B, K), slopes [s'(z_l)], curvatures [s''(z_l)])``.
+    Returns ``(out (B, K) or None, slopes [s'(z_l)], curvatures [s''(z_l)])``;
+    ``output=False`` skips the last activation and the output layer.
     """
     act = _ACTIVATIONS[net.activation]
     z = r @ net.w_r + net.b_1
     if net.w_qd is not None:
         z = z + qd @ net.w_qd
     slopes, curvs = [], []
-    for k, b in zip(net.kernels, net.biases):
-        h, d1, d2 = act(z)
+    last = len(net.kernels) - 1
+    for i, (k, b) in enumerate(zip(net.kernels, net.biases)):
+        h, d1, d2 = act(z, output or i < last)
         slopes.append(d1)
         curvs.append(d2)
-        z = h @ k + b
+        z = h @ k + b if h is not None else None
     return z, slopes, curvs
 
 
@@ -322,20 +334,26 @@ class FastLagrangian:
         """``(M (B,n,n), dL/dq - (d2L/dqd dq) qd (B,n))`` for the scalar kinds."""
         net = self.main
         r, s, c = self._basis(q)
-        _, slopes, curvs = _forward(net, r, qd)
+        _, slopes, curvs = _forward(net, r, qd, output=False)
         deltas, g_1 = _backward(net, slopes, np.ones((1, 1), self.dtype))
         n = self.n_dof
         # Rows 0..n-1: K_l = dz_l/dqd; row n: tangent of z_l along (dr/dq) qd.
-        t_1 = self._basis_tangent(qd, s, c) @ net.w_r
-        k = np.concatenate([np.broadcast_to(net.w_qd, (q.shape[0],) + net.w_qd.shape),
-                            t_1[:, None, :]], axis=1)  # (B, n+1, H_1)
-        both = None
-        for i, (d1, d2, delta) in enumerate(zip(slopes, curvs, deltas)):
+        batch = q.shape[0]
+        k = np.empty((batch, n + 1, net.w_qd.shape[1]), dtype=self.dtype)
+        k[:, :n, :] = net.w_qd
+        k[:, n, :] = self._basis_tangent(qd, s, c) @ net.w_r
+        blocks, weights = [], []
+        for i, (d2, delta) in enumerate(zip(curvs, deltas)):
             if i > 0:
                 k = (k * slopes[i - 1][:, None, :]) @ net.kernels[i - 1]
-            weighted = k * (d2 * delta)[:, None, :]
-            term = weighted @ k[:, :n, :].transpose(0, 2, 1)  # (B, n+1, n)
-            both = term if both is None else both + term
+            blocks.append(k)
+            weights.append(d2 * delta)
+        if len(blocks) > 1:
+            k, weight = np.concatenate(blocks, axis=2), np.concatenate(weights, axis=1)
+        else:
+            weight = weights[0]
+        # One batched product for every layer: rows [:n] give M, row n the mixed term.
+        both = (k * weight[:, None, :]) @ k[:, :n, :].transpose(0, 2, 1)  # (B, n+1, n)
         mass = both[:, :n, :]
         mixed = both[:, n, :]
         if self.epsilon:
@@ -344,7 +362,7 @@ class FastLagrangian:
             return mass, None
         grad_r = g_1 @ net.w_r.T
         if self.potential is not None:
-            _, p_slopes, _ = _forward(self.potential, r, None)
+            _, p_slopes, _ = _forward(self.potential, r, None, output=False)
             _, p_g1 = _backward(self.potential, p_slopes, np.ones((1, 1), self.dtype))
             grad_r = grad_r - p_g1 @ self.potential.w_r.T
         return mass, self._pullback(grad_r, s, c) - mixed
@@ -370,7 +388,7 @@ class FastLagrangian:
         adjoint = np.concatenate([qd * w * sig, qd[:, self.tril[0]] * w[:, self.tril[1]]], axis=1)
         _, g_1 = _backward(self.main, slopes, adjoint)
         grad_r = g_1 @ self.main.w_r.T
-        _, p_slopes, _ = _forward(self.potential, r, None)
+        _, p_slopes, _ = _forward(self.potential, r, None, output=False)
         _, p_g1 = _backward(self.potential, p_slopes, np.ones((1, 1), self.dtype))
         grad_r = grad_r - p_g1 @ self.potential.w_r.T
         # (dM/dt) qd = dC (C^T qd) + C (dC^T qd), dC the tangent of C along qd.
