@@ -97,6 +97,23 @@ ACTIVATIONS: dict[str, tuple[Callable, Callable, Callable]] = {
 }
 
 
+def _slope_and_curvature(name: str, z):
+    """``(s'(z), s''(z))`` sharing the common sigmoid/tanh evaluation."""
+    if name == "softplus":
+        s = tf.math.sigmoid(z)
+        return s, s * (1.0 - s)
+    if name == "tanh":
+        t = tf.math.tanh(z)
+        d = 1.0 - t * t
+        return d, -2.0 * t * d
+    if name == "sigmoid":
+        s = tf.math.sigmoid(z)
+        d = s * (1.0 - s)
+        return d, d * (1.0 - 2.0 * s)
+    _, d1, d2 = ACTIVATIONS[name]
+    return d1(z), d2(z)
+
+
 @dataclasses.dataclass(frozen=True)
 class MLPLayer:
     """One affine layer and the activation that follows it.
@@ -288,9 +305,8 @@ class ScalarDerivatives:
 
 def _batched_right(a, w):
     """``a @ w`` for ``a`` of shape ``(B, n, H)`` and ``w`` of shape ``(H, K)``."""
-    shape = tf.shape(a)
     out = tf.matmul(tf.reshape(a, (-1, a.shape[-1])), w)
-    return tf.reshape(out, tf.stack([shape[0], shape[1], w.shape[-1]]))
+    return tf.reshape(out, (-1, a.shape[1], w.shape[-1]))
 
 
 def scalar_derivatives(net: MLP, x, v, *, hessian: bool = True, x_tangent=None) -> ScalarDerivatives:
@@ -312,47 +328,57 @@ def scalar_derivatives(net: MLP, x, v, *, hessian: bool = True, x_tangent=None) 
     ScalarDerivatives
     """
     act, d1, d2 = ACTIVATIONS[net.activation_name]
+    # Read every variable once per trace (each read is an op in the graph).
     kernels = net.kernels()
-    zs = [net.first_preactivation(x, v)]
-    hs = [act(zs[0])]
-    for k, b in zip(kernels[:-1], net._biases):
+    biases = [tf.convert_to_tensor(b) for b in net._biases]
+    w_x = tf.convert_to_tensor(net.w_x) if net.w_x is not None else None
+    w_v = tf.convert_to_tensor(net.w_v) if net.w_v is not None else None
+    z = tf.convert_to_tensor(net.b_1)
+    if w_x is not None:
+        z = z + tf.matmul(x, w_x)
+    if w_v is not None:
+        z = z + tf.matmul(v, w_v)
+    zs = [z]
+    hs = [act(z)]
+    for k, b in zip(kernels[:-1], biases):
         zs.append(tf.matmul(hs[-1], k) + b)
         hs.append(act(zs[-1]))
     value = tf.matmul(hs[-1], kernels[-1])[:, 0]
     if net.output_bias:
-        value = value + net._biases[-1][0]
+        value = value + biases[-1][0]
+    slopes, second = zip(*(_slope_and_curvature(net.activation_name, z) for z in zs))
     # Backward adjoints delta_l = dy/dh_l.
     deltas = [None] * len(zs)
-    slopes = [d1(z) for z in zs]
     delta = tf.transpose(kernels[-1])  # (1, H_L), broadcasts over the batch
     for i in range(len(zs) - 1, -1, -1):
         deltas[i] = delta
         if i > 0:
             delta = tf.matmul(delta * slopes[i], kernels[i - 1], transpose_b=True)
     g1 = deltas[0] * slopes[0]
-    grad_x = tf.matmul(g1, net.w_x, transpose_b=True) if net.w_x is not None else None
-    grad_v = tf.matmul(g1, net.w_v, transpose_b=True) if net.w_v is not None else None
+    grad_x = tf.matmul(g1, w_x, transpose_b=True) if w_x is not None else None
+    grad_v = tf.matmul(g1, w_v, transpose_b=True) if w_v is not None else None
     hess = mixed = None
     if hessian or x_tangent is not None:
-        curv = [d2(z) * d for z, d in zip(zs, deltas)]  # s''(z_l) * delta_l, (B, H_l)
+        curv = [c * d for c, d in zip(second, deltas)]  # s''(z_l) * delta_l, (B, H_l)
         tangents = None
         if x_tangent is not None:
-            tangents = [tf.matmul(x_tangent, net.w_x)]
+            tangents = [tf.matmul(x_tangent, w_x)]
             for i in range(1, len(zs)):
                 tangents.append(tf.matmul(slopes[i - 1] * tangents[-1], kernels[i - 1]))
         # Layer 1: K_1 = W_v is the same for every sample.
-        wv = net.w_v
+        wv = w_v
         k_l = None
         for i in range(len(zs)):
             if i == 0:
-                scaled = wv[None, :, :] * curv[0][:, None, :]          # (B, n, H_1)
-                if hessian:
-                    hess = tf.einsum("bih,jh->bij", scaled, wv)
+                if hessian:  # sum_h W_v[i,h] c[b,h] W_v[j,h] as one (B, H) @ (H, n*n) matmul
+                    n = wv.shape[0]
+                    outer = tf.reshape(wv[:, None, :] * wv[None, :, :], (n * n, -1))
+                    hess = tf.reshape(tf.matmul(curv[0], outer, transpose_b=True), (-1, n, n))
                 if tangents is not None:
                     mixed = tf.matmul(curv[0] * tangents[0], wv, transpose_b=True)
                 continue
             if i == 1:
-                k_l = tf.einsum("ih,bh,hk->bik", wv, slopes[0], kernels[0])
+                k_l = _batched_right(wv[None, :, :] * slopes[0][:, None, :], kernels[0])
             else:
                 k_l = _batched_right(k_l * slopes[i - 1][:, None, :], kernels[i - 1])
             if hessian:

@@ -120,6 +120,11 @@ class LagrangianNetwork(keras.Model):
         Weights, computations and outputs.
     seed : int, optional
         Seed of the initial weights.
+    xla : bool
+        Compile the eager mass-matrix, acceleration and inverse-dynamics calls
+        with XLA (the fastest path measured; XLA compiles once per new batch
+        size, TensorFlow traces once). ``model(...)`` inside a training step is
+        never forced to XLA.
     name : str, optional
         Keras model name.
 
@@ -132,7 +137,8 @@ class LagrangianNetwork(keras.Model):
     def __init__(self, n_dof: int, *, kind: str = "kinetic-potential", hidden=(128, 128),
                  activation: str = "softplus", angular=None, damping: bool = False,
                  convex: bool = False, epsilon: float = 1e-4, dtype: str = "float32",
-                 seed: int | None = None, name: str | None = None, **kwargs) -> None:
+                 seed: int | None = None, xla: bool = True, name: str | None = None,
+                 **kwargs) -> None:
         if isinstance(n_dof, bool) or not isinstance(n_dof, (int, np.integer)) or n_dof < 1:
             raise ValueError(f"n_dof must be a positive integer, got {n_dof!r}")
         n_dof = int(n_dof)
@@ -169,6 +175,7 @@ class LagrangianNetwork(keras.Model):
         self.convex = bool(convex)
         self.epsilon = float(epsilon)
         self.seed = seed
+        self.xla = bool(xla)
         self._np_dtype = np.dtype(dtype)
 
         # Feature layout: per coordinate one column (linear) or two (sin, cos).
@@ -244,7 +251,8 @@ class LagrangianNetwork(keras.Model):
         return dict(n_dof=self.n_dof, kind=self.kind, hidden=list(self.hidden),
                     activation=self.activation_name, angular=list(self._angular),
                     damping=self.damping, convex=self.convex, epsilon=self.epsilon,
-                    dtype=self.dtype, seed=self.seed, name=self.name)
+                    dtype=self.dtype, seed=self.seed, xla=self.xla,
+                    name=self.name)
 
     @classmethod
     def from_config(cls, config: dict) -> "LagrangianNetwork":
@@ -334,34 +342,36 @@ class LagrangianNetwork(keras.Model):
         c = -tf.linalg.matvec(self._sel_lin, self.q_mean / self.q_std, transpose_a=True)
         return a, c
 
-    def _features(self, q):
+    def _features(self, q, trig=None):
         x = None
         if self._has_linear:
             a, c = self._linear_map()
             x = tf.matmul(q, a) + c
         if self._has_angular:
-            trig = tf.matmul(tf.sin(q), self._sel_sin) + tf.matmul(tf.cos(q), self._sel_cos)
-            x = trig if x is None else x + trig
+            sin, cos = trig if trig is not None else (tf.sin(q), tf.cos(q))
+            part = tf.matmul(sin, self._sel_sin) + tf.matmul(cos, self._sel_cos)
+            x = part if x is None else x + part
         return x
 
-    def _feature_tangent(self, q, u):
+    def _feature_tangent(self, q, u, trig=None):
         x = None
         if self._has_linear:
             x = tf.matmul(u, self._linear_map()[0])
         if self._has_angular:
-            trig = (tf.matmul(tf.cos(q) * u, self._sel_sin)
-                    - tf.matmul(tf.sin(q) * u, self._sel_cos))
-            x = trig if x is None else x + trig
+            sin, cos = trig if trig is not None else (tf.sin(q), tf.cos(q))
+            part = tf.matmul(cos * u, self._sel_sin) - tf.matmul(sin * u, self._sel_cos)
+            x = part if x is None else x + part
         return x
 
-    def _feature_pullback(self, q, g):
+    def _feature_pullback(self, q, g, trig=None):
         out = None
         if self._has_linear:
             out = tf.matmul(g, self._linear_map()[0], transpose_b=True)
         if self._has_angular:
-            trig = (tf.cos(q) * tf.matmul(g, self._sel_sin, transpose_b=True)
-                    - tf.sin(q) * tf.matmul(g, self._sel_cos, transpose_b=True))
-            out = trig if out is None else out + trig
+            sin, cos = trig if trig is not None else (tf.sin(q), tf.cos(q))
+            part = (cos * tf.matmul(g, self._sel_sin, transpose_b=True)
+                    - sin * tf.matmul(g, self._sel_cos, transpose_b=True))
+            out = part if out is None else out + part
         return out
 
     def _damping_matrix(self):
@@ -409,10 +419,11 @@ class LagrangianNetwork(keras.Model):
         """Closed-form derivatives of ``L`` (structured: M direct, rest by autodiff)."""
         if self.kind == "structured":
             return self._structured_terms(q, qd, mixed=mixed, grad_q=grad_q)
-        x = self._features(q)
-        scale = self.qd_std
+        trig = (tf.sin(q), tf.cos(q)) if self._has_angular else None
+        x = self._features(q, trig)
+        scale = tf.convert_to_tensor(self.qd_std)
         net = self.kinetic_net if self.kind == "kinetic-potential" else self.lagrangian_net
-        tangent = self._feature_tangent(q, qd) if mixed else None
+        tangent = self._feature_tangent(q, qd, trig) if mixed else None
         d = scalar_derivatives(net, x, qd / scale, hessian=hessian, x_tangent=tangent)
         value = d.value
         grad_x = d.grad_x
@@ -432,7 +443,7 @@ class LagrangianNetwork(keras.Model):
                 grad_x = grad_x - v.grad_x
             else:
                 value = value - self.potential_net.forward(x)[:, 0]
-        gq = self._feature_pullback(q, grad_x) if grad_q else None
+        gq = self._feature_pullback(q, grad_x, trig) if grad_q else None
         return _Terms(value, gq, grad_qd, mass, mix)
 
     def _structured_terms(self, q, qd, *, mixed: bool, grad_q: bool) -> _Terms:
@@ -459,13 +470,17 @@ class LagrangianNetwork(keras.Model):
             return damp if tau is None else tau + damp
         return tau
 
-    def _acceleration_graph(self, q, qd, tau=None, regularize=None):
+    def _linear_system(self, q, qd, tau=None):
+        """``(M, rhs)`` of the Euler-Lagrange equations ``M qdd = rhs``."""
         t = self._terms(q, qd, hessian=True, mixed=True, grad_q=True)
         rhs = t.grad_q - t.mixed
         force = self._generalized_force(qd, tau)
         if force is not None:
             rhs = rhs + force
-        return mechanics.solve_cholesky(t.mass, rhs, regularize)
+        return t.mass, rhs
+
+    def _acceleration_graph(self, q, qd, tau=None, regularize=None):
+        return mechanics.solve_cholesky(*self._linear_system(q, qd, tau), regularize)
 
     def _inverse_dynamics_graph(self, q, qd, qdd):
         t = self._terms(q, qd, hessian=True, mixed=True, grad_q=True)
@@ -493,17 +508,30 @@ class LagrangianNetwork(keras.Model):
         "inverse_dynamics": ("_inverse_dynamics_graph", 3), "energy": ("_energy_graph", 2),
     }
 
+    #: Operations compiled with XLA when ``xla`` (measured faster in
+    #: ``benchmarks/bench_mechanics.py``). The accelerations compile the
+    #: derivatives with XLA and keep TensorFlow's batched Cholesky outside
+    #: (XLA's CPU Cholesky is the slower one).
+    _XLA_OPS = ("mass_matrix", "inverse_dynamics")
+
     def _function(self, op: str, regularize=None):
         key = (op, regularize)
         fn = self._functions.get(key)
         if fn is None:
             method, n_args = self._SIGNATURES[op]
             body = getattr(self, method)
-            if regularize is not None:
-                body = (lambda q, qd, tau, _b=body: _b(q, qd, tau, regularize)) if n_args == 3 \
-                    else (lambda q, qd, _b=body: _b(q, qd, None, regularize))
+            jit = False
+            if op.startswith("acceleration") and self.xla:
+                system = tf.function(self._linear_system, jit_compile=True, autograph=False)
+
+                def body(q, qd, tau=None):
+                    return mechanics.solve_cholesky(*system(q, qd, tau), regularize)
+            elif regularize is not None:
+                body = (lambda q, qd, tau=None, _b=body: _b(q, qd, tau, regularize))
+            else:
+                jit = self.xla and op in self._XLA_OPS
             spec = [tf.TensorSpec((None, self.n_dof), self.dtype)] * n_args
-            poly = tf.function(body, input_signature=spec, autograph=False)
+            poly = tf.function(body, input_signature=spec, autograph=False, jit_compile=jit)
             fn = (poly, poly.get_concrete_function())
             self._functions[key] = fn
         return fn[1]
