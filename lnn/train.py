@@ -219,6 +219,10 @@ def _arrays(data, name: str) -> dict[str, np.ndarray]:
 
 def _split(dataset, validation, seed: int):
     """``(train, validation or None)`` from fit's ``validation`` argument."""
+    if not all(hasattr(dataset, k) for k in ("q", "qd", "qdd", "tau")):
+        raise TypeError(
+            f"dataset must be an lnn.Dataset (with q, qd, qdd, tau), got {type(dataset).__name__}"
+        )
     if validation is None:
         return dataset, None
     if isinstance(validation, (float, np.floating)) and not isinstance(validation, bool):
