@@ -17,6 +17,9 @@ def register(subparsers) -> None:
                    help="relative error that ends the valid prediction time (default: 0.1)")
     p.add_argument("--energy-scale", type=float, default=None,
                    help="normalisation of the energy error (default: max |V| on the data)")
+    p.add_argument("--rtol", type=float, default=1e-6,
+                   help="relative tolerance of the rollouts (default 1e-6; float32 models are noisy below)")
+    p.add_argument("--atol", type=float, default=1e-8, help="absolute tolerance of the rollouts")
     p.add_argument("--force", action="store_true", help="overwrite an existing CSV file")
     p.set_defaults(func=run)
 
@@ -41,7 +44,8 @@ def run(args) -> int:
             print(f"note: true system {data.system!r} unavailable ({exc}); "
                   "energy and mass-matrix errors are skipped")
     table = metrics.evaluate(model, data, true_system=true_system, n_rollouts=args.rollouts,
-                             threshold=args.threshold, energy_scale=args.energy_scale)
+                             threshold=args.threshold, energy_scale=args.energy_scale,
+                             rtol=args.rtol, atol=args.atol)
     print(table.format())
     if args.csv:
         table.to_csv(args.csv, overwrite=args.force)

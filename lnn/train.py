@@ -16,7 +16,8 @@ weights combines them, e.g. ``{"acceleration": 1.0, "energy": 0.1}``):
     Squared error of the inverse dynamics ``tau`` (DeLaN), divided per joint
     by the standard deviation of the training ``tau``.
 ``"energy"`` (alias ``"power"``)
-    Power balance ``dE/dt = qd · tau`` with ``dE/dt = dE/dq · qd + dE/dqd ·
+    Power balance ``dE/dt = qd · (tau - D qd)`` (``D`` the model's learned
+    damping, if any) with ``dE/dt = dE/dq · qd + dE/dqd ·
     qdd`` from the model's energy at the data's ``qdd``; squared and divided
     by the variance of ``qd · tau`` (or of ``qd · qdd`` for unforced data).
 ``"rollout"``
@@ -386,7 +387,10 @@ class _Trainer:
             de_dq = tf.zeros_like(q) if de_dq is None else de_dq
             de_dqd = tf.zeros_like(qd) if de_dqd is None else de_dqd
             power = tf.reduce_sum(de_dq * qd + de_dqd * qdd, axis=-1)
-            residual = (power - tf.reduce_sum(qd * tau, axis=-1)) / self.scales["power"]
+            force = tau
+            if getattr(model, "damping", False) is True:  # learned viscous damping -D qd
+                force = tau - tf.linalg.matvec(model.damping_matrix(), qd)
+            residual = (power - tf.reduce_sum(qd * force, axis=-1)) / self.scales["power"]
             out["energy"] = tf.square(residual)
         if "rollout" in self.terms:
             # lnn.odeint's compiled RK4 rollout, called directly: odeint() itself wraps
