@@ -135,3 +135,28 @@ def test_table_csv_round_trip(tmp_path):
         table.to_csv(path)
     table.to_csv(path, overwrite=True)
     assert "a" in table.format()
+
+
+def test_evaluate_true_system_against_itself_is_exact():
+    import simulations
+    from lnn.data import generate
+
+    pendulum = simulations.DoublePendulum()
+    table = metrics.evaluate(pendulum, pendulum, n_rollouts=3, duration=1.0, dt=0.1, seed=0)
+    values = table.as_dict()
+    assert values["acceleration_error_median"] < 1e-12
+    assert values["mass_matrix_error_median"] == 0.0
+    assert values["mass_matrix_positive_definite"] == 1.0
+    assert values["rollout_error_geometric_mean"] < 1e-12
+    assert values["valid_prediction_time_mean"] == pytest.approx(1.0)
+    assert values["energy_error_mean"] < 1e-12
+    assert {"acceleration", "torque", "mass_matrix", "rollout", "energy"} <= set(table.details)
+
+    data = generate(simulations.PlanarArm(), n_trajectories=2, duration=0.5, dt=0.05, seed=1,
+                    tau="sinusoids")
+    table = metrics.evaluate(simulations.PlanarArm(), data, true_system=simulations.PlanarArm(),
+                             n_rollouts=2)
+    assert table["torque_mse"] < 1e-16
+    assert table["torque_nmse"] < 1e-16
+    assert table["acceleration_error_median"] < 1e-10
+    assert table["rollout_error_geometric_mean"] < 1e-12
