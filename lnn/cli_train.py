@@ -23,8 +23,8 @@ def register(subparsers) -> None:
     p.add_argument("--loss", default="acceleration",
                    help="loss term or weighted terms, e.g. 'acceleration' or 'torque=1,energy=0.1'")
     p.add_argument("--epochs", type=int, default=100)
-    p.add_argument("--batch-size", type=int, default=256)
-    p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (default: 1e-3)")
+    p.add_argument("--batch-size", type=int, default=512)
+    p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (default: 3e-3)")
     p.add_argument("--schedule", default="cosine", choices=("cosine", "exponential", "constant"))
     p.add_argument("--patience", type=int, default=None, help="early stopping patience (epochs)")
     p.add_argument("--init", default=None, choices=("cranmer",), help="LNN initialisation of Cranmer et al.")
