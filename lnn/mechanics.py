@@ -178,13 +178,14 @@ class PowerBalance:
 # -- input handling ------------------------------------------------------------
 
 def _is_symbolic(x) -> bool:
-    return tf.is_tensor(x) and not hasattr(x, "numpy")
+    # isinstance on the concrete classes: tf.is_tensor goes through a slow Protocol check.
+    return isinstance(x, tf.Tensor) and not hasattr(x, "numpy")
 
 
 def _resolve_dtype(q, dtype):
     if dtype is not None:
         dt = tf.as_dtype(dtype)
-    elif tf.is_tensor(q) or isinstance(q, np.ndarray):
+    elif isinstance(q, (np.ndarray, tf.Tensor, tf.Variable)):
         dt = tf.as_dtype(q.dtype)
         if not dt.is_floating:
             dt = tf.float64
@@ -207,8 +208,9 @@ def _check_batch(name: str, x, n: int | None, dtype, batch: int | None = None,
         if n is not None and t.shape.rank == 2 and t.shape[-1] not in (None, n):
             raise ValueError(f"{name} must have {n} columns (n_dof), got shape {t.shape}")
         return t, False
-    arr = x.numpy() if tf.is_tensor(x) else np.asarray(x)
-    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+    arr = x if isinstance(x, np.ndarray) else (
+        x.numpy() if isinstance(x, (tf.Tensor, tf.Variable)) else np.asarray(x))
+    if arr.dtype.kind not in "fiub":
         raise TypeError(f"{name} must be a numeric array, got dtype {arr.dtype}")
     single = arr.ndim == 1
     if single and allow_single:
