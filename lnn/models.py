@@ -803,17 +803,18 @@ class LagrangianNetwork(keras.Model):
         return self._acceleration_graph(q, qd, tau)
 
 
-def load_model(path) -> LagrangianNetwork:
-    """Load a :class:`LagrangianNetwork` saved with ``model.save(path)``.
+def load_model(path):
+    """Load an lnn model saved with ``model.save(path)``.
 
     Parameters
     ----------
     path : str or os.PathLike
-        A ``.keras`` file.
+        A ``.keras`` file holding a :class:`LagrangianNetwork` or the plain-MLP
+        baseline :class:`lnn.baseline.AccelerationMLP`.
 
     Returns
     -------
-    LagrangianNetwork
+    LagrangianNetwork or lnn.baseline.AccelerationMLP
         With the saved configuration and bit-identical weights.
 
     Raises
@@ -821,8 +822,10 @@ def load_model(path) -> LagrangianNetwork:
     FileNotFoundError
         If ``path`` does not exist.
     ValueError
-        If it is not a Keras archive of a ``LagrangianNetwork``.
+        If it is not a Keras archive of an lnn model.
     """
+    from lnn.baseline import AccelerationMLP
+
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such model file: {path!r}")
@@ -830,9 +833,11 @@ def load_model(path) -> LagrangianNetwork:
         raise ValueError(f"{path!r} is not a Keras '.keras' model archive")
     try:
         model = keras.saving.load_model(
-            path, custom_objects={"LagrangianNetwork": LagrangianNetwork, "MLP": MLP})
+            path, custom_objects={"LagrangianNetwork": LagrangianNetwork, "MLP": MLP,
+                                  "AccelerationMLP": AccelerationMLP})
     except Exception as exc:  # Keras raises many types for foreign archives
         raise ValueError(f"cannot load {path!r} as an lnn model: {exc}") from exc
-    if not isinstance(model, LagrangianNetwork):
-        raise ValueError(f"{path!r} holds a {type(model).__name__}, not an lnn LagrangianNetwork")
+    if not isinstance(model, (LagrangianNetwork, AccelerationMLP)):
+        raise ValueError(f"{path!r} holds a {type(model).__name__}, not an lnn LagrangianNetwork "
+                         "or AccelerationMLP")
     return model
