@@ -9,6 +9,7 @@ Public API (see each object's docstring):
 - :func:`rollout`, :class:`Trajectory` — integrate any system with ``solve_ivp``
 - :func:`generate`, :class:`Dataset` — datasets of simulated or logged trajectories
 - :class:`LagrangianNetwork`, :func:`load_model` — the learned Lagrangian
+- :class:`AccelerationMLP` — the field's plain-MLP baseline (:mod:`lnn.baseline`)
 - :mod:`lnn.mechanics` — mass matrix, accelerations, torques, energies of any Lagrangian
 - :func:`fit`, :class:`History` — training; :mod:`lnn.metrics` — evaluation
 - :mod:`lnn.plot` — figures and animations
@@ -33,6 +34,8 @@ __all__ = [
     "estimate_derivatives",
     "LagrangianNetwork",
     "load_model",
+    "AccelerationMLP",
+    "baseline",
     "mechanics",
     "fit",
     "History",
@@ -40,14 +43,23 @@ __all__ = [
     "plot",
 ]
 
-# TensorFlow-heavy parts load on first use, so ``import lnn`` stays light.
-_LAZY = {"LagrangianNetwork": "lnn.models", "load_model": "lnn.models", "mechanics": None}
-_LAZY.update({"fit": "lnn.train", "History": "lnn.train", "metrics": None})
-_LAZY["plot"] = None  # matplotlib itself loads only when a plot function runs
+# TensorFlow- and matplotlib-heavy parts load on first use, so ``import lnn``
+# stays light: name -> module that defines it (None: the name is a module).
+_LAZY = {
+    "LagrangianNetwork": "lnn.models",
+    "load_model": "lnn.models",
+    "AccelerationMLP": "lnn.baseline",
+    "fit": "lnn.train",
+    "History": "lnn.train",
+    "mechanics": None,
+    "metrics": None,
+    "plot": None,
+    "baseline": None,
+}
 
 
 def __getattr__(name):
-    """Import :mod:`lnn.models` / :mod:`lnn.mechanics` on first access."""
+    """Import the lazily exported names (see ``_LAZY``) on first access."""
     if name in _LAZY:
         import importlib
 
