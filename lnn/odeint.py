@@ -22,11 +22,12 @@ Two methods:
     a fixed number of fixed-point iterations (``iterations``), which keeps the
     computation a fixed graph that autodiff differentiates exactly. The
     momentum rate is ``dp/dt = M qdd + (dM/dq · qd) qd = dL/dq + tau`` with the
-    directional derivative of ``M`` taken in forward mode, which assumes a
-    kinetic energy ``T = ½ qdᵀ M(q) qd`` (every ground-truth system and the
-    kinetic-potential and structured learned kinds; a black-box Lagrangian
-    whose ``M`` depends on ``qd`` is integrated with second-order accuracy but
-    without the symplectic guarantee).
+    directional derivative of ``M`` taken in forward mode. This needs a
+    kinetic energy ``T = ½ qdᵀ M(q) qd`` with ``M`` independent of ``qd``:
+    every ground-truth system and the ``"structured"`` learned kind. The
+    ``"kinetic-potential"`` and ``"black-box"`` kinds learn a ``T`` whose
+    Hessian may depend on ``qd``, for which ``p = M qd`` is not the momentum;
+    :func:`odeint` refuses them with ``method="verlet"`` (use ``"rk4"``).
 """
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ def odeint(
     ValueError
         For an unknown ``method``, a ``t`` that is not a strictly increasing
         1-D grid of at least two times, inconsistent shapes of ``q0``, ``qd0``
-        or ``tau``, or non-positive ``substeps`` / ``iterations``.
+        or ``tau``, non-positive ``substeps`` / ``iterations``, or
+        ``method="verlet"`` on a learned model whose ``M`` may depend on ``qd``.
     TypeError
         If ``system`` lacks a method the chosen scheme needs.
     """
@@ -126,6 +128,13 @@ def odeint(
                 f"system must provide a callable {attr}(...) for method={method!r}; "
                 f"got {type(system).__name__}"
             )
+    kind = getattr(system, "kind", None)
+    if method == "verlet" and kind in ("kinetic-potential", "black-box"):
+        raise ValueError(
+            f"method='verlet' needs a mass matrix M(q) independent of qd; a {kind!r} model "
+            "learns a kinetic energy whose Hessian may depend on qd. Use method='rk4' or a "
+            "'structured' model"
+        )
     n = int(system.n_dof)
     dtype = _system_dtype(system, q0)
 
@@ -326,36 +335,39 @@ def _verlet_step(system, q0, qd0, s, h, force: Callable, iterations: int):
         p½ = p0 + h/2 g(q0, v_a, s),        v_a = M(q0)⁻¹ p½          (implicit in v_a)
         q1 = q0 + h/2 (v_a + M(q1)⁻¹ p½)                               (implicit in q1)
         p1 = p½ + h/2 g(q1, v_b, s + h),    v_b = M(q1)⁻¹ p½,  qd1 = M(q1)⁻¹ p1
-    """
-    t1 = s + h
 
-    def rate(q, v, time):  # dp/dt at (q, v): M qdd + Ṁ v, and M
+    The fixed-point iterations run in ``tf.while_loop``s (one copy of the
+    model per loop body in the graph); the first iteration of stage 1, from
+    ``v_a = qd0``, is the explicit Euler guess.
+    """
+
+    def rate(q, v, time):  # dp/dt at (q, v): M qdd + Ṁ v
         mass, mass_dot = _mass_and_rate(system, q, v)
         qdd = system.acceleration(q, v, force(time, q, v))
-        return tf.linalg.matvec(mass, qdd) + tf.linalg.matvec(mass_dot, v), mass
+        return tf.linalg.matvec(mass, qdd) + tf.linalg.matvec(mass_dot, v)
 
-    # Stage 1: v_a = qd0 + h/2 M(q0)⁻¹ g(q0, v_a), starting from an explicit Euler guess.
-    g0, mass0 = rate(q0, qd0, s)
+    def solve(chol, p):
+        return tf.linalg.cholesky_solve(chol, p[..., tf.newaxis])[..., 0]
+
+    # Stage 1: p½ = p0 + h/2 g(q0, M(q0)⁻¹ p½).
+    mass0 = system.mass_matrix(q0, qd0)
     chol0 = tf.linalg.cholesky(mass0)
     p0 = tf.linalg.matvec(mass0, qd0)
-    p_half = p0 + h / 2 * g0
-    for _ in range(iterations):
-        v_a = tf.linalg.cholesky_solve(chol0, p_half[..., tf.newaxis])[..., 0]
-        g_a, _ = rate(q0, v_a, s)
-        p_half = p0 + h / 2 * g_a
-    v_a = tf.linalg.cholesky_solve(chol0, p_half[..., tf.newaxis])[..., 0]
 
-    # Stage 2: q1 = q0 + h/2 (v_a + M(q1)⁻¹ p½).
-    q1 = q0 + h * v_a
-    for _ in range(iterations):
-        mass1 = system.mass_matrix(q1, v_a)
-        q1 = q0 + h / 2 * (v_a + _solve(mass1, p_half))
+    def stage1(i, v_a):
+        return i + 1, solve(chol0, p0 + h / 2 * rate(q0, v_a, s))
+
+    _, v_a = tf.while_loop(lambda i, v: i < iterations + 1, stage1, (tf.constant(0), qd0))
+    p_half = tf.linalg.matvec(mass0, v_a)
+
+    # Stage 2: q1 = q0 + h/2 (v_a + M(q1)⁻¹ p½), from the explicit guess q0 + h v_a.
+    def stage2(i, q1):
+        return i + 1, q0 + h / 2 * (v_a + _solve(system.mass_matrix(q1, v_a), p_half))
+
+    _, q1 = tf.while_loop(lambda i, q: i < iterations, stage2, (tf.constant(0), q0 + h * v_a))
 
     # Stage 3 (explicit): p1 = p½ + h/2 g(q1, v_b).
-    mass1 = system.mass_matrix(q1, v_a)
-    chol1 = tf.linalg.cholesky(mass1)
-    v_b = tf.linalg.cholesky_solve(chol1, p_half[..., tf.newaxis])[..., 0]
-    g1, _ = rate(q1, v_b, t1)
-    p1 = p_half + h / 2 * g1
-    qd1 = tf.linalg.cholesky_solve(chol1, p1[..., tf.newaxis])[..., 0]
-    return q1, qd1
+    chol1 = tf.linalg.cholesky(system.mass_matrix(q1, v_a))
+    v_b = solve(chol1, p_half)
+    p1 = p_half + h / 2 * rate(q1, v_b, s + h)
+    return q1, solve(chol1, p1)
