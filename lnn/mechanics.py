@@ -285,21 +285,23 @@ def _compiled(fn, op: str, dtype, n: int, n_args: int, body, options=()):
     key = _cache_key(fn, op, dtype, n, options)
     entry = _CACHE.get(key)
     if entry is not None:
-        return entry
+        return entry[1]
     resolve = _resolver(fn)
     spec = [tf.TensorSpec((None, n), dtype)] * n_args
 
-    def traced(*args):
-        return body(resolve(), *args)
-
+    # Exactly n_args positional parameters (no *args, no defaults): calls bind
+    # their inputs without TensorFlow's slow structured-signature fallback.
+    traced = {2: lambda a, b: body(resolve(), a, b),
+              3: lambda a, b, c: body(resolve(), a, b, c)}[n_args]
     function = tf.function(traced, input_signature=spec, autograph=False)
-    _CACHE[key] = function
+    concrete = function.get_concrete_function()  # direct calls skip the dispatch
+    _CACHE[key] = (function, concrete)
     owner, _ = _owner_and_func(fn)
     try:
         weakref.finalize(owner, _CACHE.pop, key, None)
     except TypeError:
         pass
-    return function
+    return concrete
 
 
 def tracing_count(lagrangian: Callable, op: str, *, dtype="float64", n_dof: int,
@@ -328,7 +330,7 @@ def tracing_count(lagrangian: Callable, op: str, *, dtype="float64", n_dof: int,
     options = (method,) if op in ("mass_matrix", "acceleration") else ()
     key = _cache_key(lagrangian, op, tf.as_dtype(dtype), int(n_dof), options)
     entry = _CACHE.get(key)
-    return 0 if entry is None else int(entry.experimental_get_tracing_count())
+    return 0 if entry is None else int(entry[0].experimental_get_tracing_count())
 
 
 # -- the mathematics (graph bodies) ----------------------------------------------

@@ -519,17 +519,24 @@ class LagrangianNetwork(keras.Model):
         fn = self._functions.get(key)
         if fn is None:
             method, n_args = self._SIGNATURES[op]
-            body = getattr(self, method)
+            graph = getattr(self, method)
             jit = False
-            if op.startswith("acceleration") and self.xla:
-                system = tf.function(self._linear_system, jit_compile=True, autograph=False)
+            if op.startswith("acceleration"):
+                if self.xla:
+                    system = tf.function(self._linear_system, jit_compile=True, autograph=False)
 
-                def body(q, qd, tau=None):
-                    return mechanics.solve_cholesky(*system(q, qd, tau), regularize)
-            elif regularize is not None:
-                body = (lambda q, qd, tau=None, _b=body: _b(q, qd, tau, regularize))
+                    def solve(*args):
+                        return mechanics.solve_cholesky(*system(*args), regularize)
+                else:
+                    def solve(*args):
+                        return mechanics.solve_cholesky(*self._linear_system(*args), regularize)
+                graph = solve
             else:
                 jit = self.xla and op in self._XLA_OPS
+            # Exactly n_args positional parameters, no defaults: the concrete
+            # function then binds its inputs on the fast flat-signature path.
+            body = {1: lambda a: graph(a), 2: lambda a, b: graph(a, b),
+                    3: lambda a, b, c: graph(a, b, c)}[n_args]
             spec = [tf.TensorSpec((None, self.n_dof), self.dtype)] * n_args
             poly = tf.function(body, input_signature=spec, autograph=False, jit_compile=jit)
             fn = (poly, poly.get_concrete_function())
