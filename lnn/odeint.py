@@ -38,6 +38,7 @@ from typing import Any, Callable
 import numpy as np
 import tensorflow as tf
 
+from lnn.mechanics import solve_cholesky
 from lnn.trajectory import Trajectory
 
 __all__ = ["odeint", "METHODS"]
@@ -322,11 +323,6 @@ def _mass_and_rate(system, q, qd):
     return mass, acc.jvp(mass)
 
 
-def _solve(mass, rhs):
-    """``M⁻¹ rhs`` for ``M (B, n, n)`` symmetric positive definite and ``rhs (B, n)``."""
-    return tf.linalg.cholesky_solve(tf.linalg.cholesky(mass), rhs[..., tf.newaxis])[..., 0]
-
-
 def _verlet_step(system, q0, qd0, s, h, force: Callable, iterations: int):
     """One Störmer–Verlet (generalized leapfrog) step through ``p = M(q) qd``.
 
@@ -362,7 +358,7 @@ def _verlet_step(system, q0, qd0, s, h, force: Callable, iterations: int):
 
     # Stage 2: q1 = q0 + h/2 (v_a + M(q1)⁻¹ p½), from the explicit guess q0 + h v_a.
     def stage2(i, q1):
-        return i + 1, q0 + h / 2 * (v_a + _solve(system.mass_matrix(q1, v_a), p_half))
+        return i + 1, q0 + h / 2 * (v_a + solve_cholesky(system.mass_matrix(q1, v_a), p_half))
 
     _, q1 = tf.while_loop(lambda i, q: i < iterations, stage2, (tf.constant(0), q0 + h * v_a))
 
