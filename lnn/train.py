@@ -655,7 +655,7 @@ def fit(
     if not isinstance(strategy, tf.distribute.Strategy):
         raise TypeError(f"strategy must be a tf.distribute.Strategy, got {type(strategy).__name__}")
 
-    # Build the model (variables) before adapting, initialising or restoring.
+    # Input scaling from the training data, then a probe call that builds the variables.
     if adapt and hasattr(model, "adapt"):
         model.adapt(train["q"], train["qd"], train["qdd"])
     dtype = _model_dtype(model)
