@@ -171,10 +171,11 @@ def _forward(net: _Net, r, qd, *, output: bool = True):
 def _backward(net: _Net, slopes, adjoint):
     """Adjoints ``delta_l = d(out . adjoint)/dh_l`` and ``g_1 = delta_1 s'(z_1)``.
 
-    ``adjoint`` has shape ``(B, K)`` or ``(1, K)``; returns ``(deltas, g_1)``.
+    ``adjoint`` has shape ``(B, K)`` or ``(1, K)``, or is None for a scalar
+    output (adjoint 1); returns ``(deltas, g_1)``.
     """
     deltas = [None] * len(slopes)
-    delta = adjoint @ net.kernels[-1].T
+    delta = net.kernels[-1].T if adjoint is None else adjoint @ net.kernels[-1].T
     for i in range(len(slopes) - 1, -1, -1):
         deltas[i] = delta
         if i > 0:
@@ -335,7 +336,7 @@ class FastLagrangian:
         net = self.main
         r, s, c = self._basis(q)
         _, slopes, curvs = _forward(net, r, qd, output=False)
-        deltas, g_1 = _backward(net, slopes, np.ones((1, 1), self.dtype))
+        deltas, g_1 = _backward(net, slopes, None)
         n = self.n_dof
         # Rows 0..n-1: K_l = dz_l/dqd; row n: tangent of z_l along (dr/dq) qd.
         batch = q.shape[0]
@@ -363,7 +364,7 @@ class FastLagrangian:
         grad_r = g_1 @ net.w_r.T
         if self.potential is not None:
             _, p_slopes, _ = _forward(self.potential, r, None, output=False)
-            _, p_g1 = _backward(self.potential, p_slopes, np.ones((1, 1), self.dtype))
+            _, p_g1 = _backward(self.potential, p_slopes, None)
             grad_r = grad_r - p_g1 @ self.potential.w_r.T
         return mass, self._pullback(grad_r, s, c) - mixed
 
@@ -389,7 +390,7 @@ class FastLagrangian:
         _, g_1 = _backward(self.main, slopes, adjoint)
         grad_r = g_1 @ self.main.w_r.T
         _, p_slopes, _ = _forward(self.potential, r, None, output=False)
-        _, p_g1 = _backward(self.potential, p_slopes, np.ones((1, 1), self.dtype))
+        _, p_g1 = _backward(self.potential, p_slopes, None)
         grad_r = grad_r - p_g1 @ self.potential.w_r.T
         # (dM/dt) qd = dC (C^T qd) + C (dC^T qd), dC the tangent of C along qd.
         d_raw = _tangent(self.main, slopes, self._basis_tangent(qd, s, c) @ self.main.w_r)
