@@ -625,7 +625,8 @@ class LagrangianNetwork(keras.Model):
         tensor, shape ``(B, n, n)`` (``(n, n)`` for a single state)
         """
         if qd is None:
-            qd = tf.zeros_like(q) if tf.is_tensor(q) else np.zeros_like(np.asarray(q, float))
+            qd = (tf.zeros_like(q) if isinstance(q, tf.Tensor)
+                  else np.zeros_like(np.asarray(q, float)))
         (q, qd), single, _ = self._prepare(("q", q), ("qd", qd))
         if mechanics._is_symbolic(q):
             return self._mass_matrix_graph(q, qd)
