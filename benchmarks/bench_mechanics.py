@@ -28,7 +28,8 @@ hidden width 32 and 128. Methods:
 Methods are timed round-robin (one call each per round, in a shuffled order) so that a shared,
 noisy machine slows them alike; (a) is timed apart (seconds per call).
 Columns: median time per call, ratio to (a) and to (f). Run
-``python benchmarks/bench_mechanics.py`` (a few minutes) or with ``--quick``.
+``python benchmarks/bench_mechanics.py`` (5-10 minutes on 2 cores: XLA
+compilations and the eager baseline dominate) or with ``--quick`` (width 32).
 """
 
 from __future__ import annotations
@@ -219,7 +220,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no-jax", action="store_true", help="skip the JAX peer")
     parser.add_argument("--no-naive", action="store_true", help="skip (a) at batch 1024 (slow)")
     args = parser.parse_args(argv)
-    budget = 0.15 if args.quick else 0.4
+    budget = 0.15 if args.quick else 0.3
     widths = (32,) if args.quick else (32, 128)
     jax_ok = not args.no_jax
     if jax_ok:
@@ -270,7 +271,7 @@ def main(argv=None) -> int:
                         calls["floor"] = lambda: trivial(q_np, qd_np)
                     times = {}
                     if not (batch > 1 and args.no_naive):
-                        times["a"] = slow_median_time(naive, 3 if batch > 1 else 7)
+                        times["a"] = slow_median_time(naive, 3 if batch > 1 else 5)
                     times.update(median_times(calls, budget=budget))
                     for name, t in times.items():
                         vs_a = f"{t / times['a']:8.3f}" if "a" in times else f"{'-':>8}"
