@@ -196,8 +196,7 @@ def _resolve_dtype(q, dtype):
     return dt
 
 
-def _check_batch(name: str, x, n: int | None, dtype, batch: int | None = None,
-                 *, allow_single: bool = True):
+def _check_batch(name: str, x, n: int | None, dtype, batch: int | None = None):
     """Validate one ``(B, n)`` input; return ``(tensor, was_single)``."""
     if x is None:
         raise ValueError(f"{name} is required, got None")
@@ -213,7 +212,7 @@ def _check_batch(name: str, x, n: int | None, dtype, batch: int | None = None,
     if arr.dtype.kind not in "fiub":
         raise TypeError(f"{name} must be a numeric array, got dtype {arr.dtype}")
     single = arr.ndim == 1
-    if single and allow_single:
+    if single:
         arr = arr[None, :]
     if arr.ndim != 2:
         raise ValueError(f"{name} must have shape (B, n) or (n,), got shape {np.shape(x)}")
@@ -257,7 +256,7 @@ _CACHE: dict = {}
 
 
 def _owner_and_func(fn):
-    """Split a callable into a weakly referenced owner and a resolver."""
+    """``(owner, function)`` of a bound method, ``(fn, None)`` for any other callable."""
     if hasattr(fn, "__self__") and hasattr(fn, "__func__"):  # bound method
         return fn.__self__, fn.__func__
     return fn, None
