@@ -154,6 +154,11 @@ class MLP(keras.layers.Layer):
         convex non-decreasing activation ``y`` is convex in ``(x, v)``.
     seed : int or None
         Seed of the initial weights (numpy ``default_rng``).
+    convex_init : bool
+        Initialise the kernels after the first layer non-negative (as an
+        input-convex network, but unconstrained afterwards), so that a scalar
+        network with a convex activation starts convex in ``(x, v)``: its
+        ``v``-Hessian, a learned mass matrix, starts positive definite.
     output_bias : bool
         Whether the output layer has a bias (an energy offset does not change
         the dynamics: the scalar networks of the models go without, so every
@@ -162,7 +167,8 @@ class MLP(keras.layers.Layer):
 
     def __init__(self, n_features: int, n_velocity: int, hidden, n_out: int, *,
                  activation: str = "softplus", nonnegative: bool = False,
-                 seed: int | None = None, output_bias: bool = True, **kwargs) -> None:
+                 seed: int | None = None, convex_init: bool = False, output_bias: bool = True,
+                 **kwargs) -> None:
         super().__init__(**kwargs)
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
@@ -179,6 +185,7 @@ class MLP(keras.layers.Layer):
         self.nonnegative = bool(nonnegative)
         self.seed = seed
         self.output_bias = bool(output_bias)
+        self.convex_init = bool(convex_init)
         rng = np.random.default_rng(seed)
         dtype = self.dtype_policy.variable_dtype
 
@@ -205,6 +212,8 @@ class MLP(keras.layers.Layer):
             init = rng.normal(0.0, 1.0 / np.sqrt(shape[0]), shape)
             if self.nonnegative:
                 init = np.log(np.expm1(np.abs(init) + 1e-3))  # softplus^-1(|w|)
+            elif self.convex_init:
+                init = np.abs(init)
             self._raw_kernels.append(weight(f"w_{i + 1}", shape, init))
             if i < len(widths) - 1 or self.output_bias:
                 self._biases.append(weight(f"b_{i + 1}", (shape[1],), np.zeros(shape[1])))
@@ -245,7 +254,8 @@ class MLP(keras.layers.Layer):
         config.update(n_features=self.n_features, n_velocity=self.n_velocity,
                       hidden=list(self.hidden), n_out=self.n_out,
                       activation=self.activation_name, nonnegative=self.nonnegative,
-                      seed=self.seed, output_bias=self.output_bias)
+                      seed=self.seed, convex_init=self.convex_init,
+                      output_bias=self.output_bias)
         return config
 
     # -- evaluation ------------------------------------------------------

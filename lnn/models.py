@@ -213,14 +213,17 @@ class LagrangianNetwork(keras.Model):
         seeds = np.random.SeedSequence(seed).generate_state(4)
         common = dict(activation=activation, dtype=dtype)
         scalar = dict(common, output_bias=False)  # energy offsets do not change the dynamics
+        # Networks differentiated twice in qd start convex there (M positive definite at
+        # initialisation, so the first training batches solve), then train unconstrained.
+        energy = dict(scalar, convex_init=activation == "softplus")
         if kind == "kinetic-potential":
             self.kinetic_net = MLP(n_feat, n, hidden, 1, nonnegative=self.convex,
-                                   seed=int(seeds[0]), name="kinetic", **scalar)
+                                   seed=int(seeds[0]), name="kinetic", **energy)
             self.potential_net = MLP(n_feat, 0, hidden, 1, seed=int(seeds[1]),
                                      name="potential", **scalar)
         elif kind == "black-box":
             self.lagrangian_net = MLP(n_feat, n, hidden, 1, seed=int(seeds[0]),
-                                      name="lagrangian", **scalar)
+                                      name="lagrangian", **energy)
         else:
             self.cholesky_net = MLP(n_feat, 0, hidden, n * (n + 1) // 2, seed=int(seeds[0]),
                                     name="cholesky", **common)

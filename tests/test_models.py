@@ -153,6 +153,15 @@ def test_structured_hessian_path_returns_constructed_mass_matrix():
     assert health.positive_definite and health.min_eigenvalue >= model.epsilon * (1 - 1e-9)
 
 
+@pytest.mark.parametrize("kind", ["kinetic-potential", "black-box"])
+def test_default_initialisation_gives_positive_definite_mass_matrices(kind):
+    model = _model(kind, hidden=(32, 32))
+    rng = np.random.default_rng(4)
+    health = model.mass_matrix_health(rng.normal(0, 3, (512, 3)), rng.normal(0, 5, (512, 3)))
+    assert health.fraction_not_positive_definite == 0.0
+    assert not model.convex  # only initialised convex: the weights train unconstrained
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_convex_kinetic_network_has_positive_definite_hessian(seed):
     model = _model("kinetic-potential", convex=True, hidden=(32, 32), seed=seed, epsilon=1e-3)
@@ -269,8 +278,10 @@ def test_bad_inputs_raise_clearly():
         model.acceleration(q, qd, np.full_like(q, np.nan))
     with pytest.raises(ValueError, match="q contains NaN"):
         model.energy(np.where(q > 1, np.nan, q), qd)
-    # An untrained unconstrained T is indefinite somewhere: reported, not hidden.
+    # An unconstrained T with random weights is indefinite somewhere: reported, not hidden.
     rng = np.random.default_rng(0)
+    for w in model.kinetic_net.trainable_weights:
+        w.assign(rng.normal(0, 1.0, w.shape))
     q_many, qd_many = rng.normal(0, 3, (512, 3)), rng.normal(0, 3, (512, 3))
     health = model.mass_matrix_health(q_many, qd_many)
     assert health.fraction_not_positive_definite > 0
