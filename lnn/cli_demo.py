@@ -44,7 +44,7 @@ def run(args) -> int:
     config = dataclasses.replace(config, **changes)
     system = simulations.make_system(config.system)
     print(f"lnn demo: {config.system} ({system.n_dof} DOF), {config.kind} model "
-          f"{'x'.join(map(str, config.hidden))}, loss {config.loss}, "
+          f"{'x'.join(map(str, config.hidden))}, loss {_loss_text(config.loss)}, "
           f"training budget {config.time_limit:g} s, output folder {args.output_dir}/")
     start = time.monotonic()
     result = run_demo(system, config=config, output_dir=args.output_dir, seed=args.seed,
@@ -60,3 +60,10 @@ def run(args) -> int:
         print(f"  {label:16s} {path}")
     print(f"next: lnn plot trajectory {result.rollouts} -o trajectory.png")
     return 0
+
+
+def _loss_text(loss) -> str:
+    """``"acceleration"`` or ``"torque + acceleration"`` for a loss term or a weight dict."""
+    if isinstance(loss, dict):
+        return " + ".join(f"{w:g} {k}" if w != 1 else k for k, w in loss.items())
+    return str(loss)
