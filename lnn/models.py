@@ -120,6 +120,12 @@ class LagrangianNetwork(keras.Model):
         Weights, computations and outputs.
     seed : int, optional
         Seed of the initial weights.
+    convex_init : bool
+        Initialise the kinetic (or black-box) MLP convex in ``qd``:
+        non-negative kernels after the first layer, unconstrained during
+        training, so that ``M`` is positive definite at initialisation (an
+        unconstrained random ``T`` is indefinite at some states, and a batch
+        containing one gives NaN accelerations). Needs ``activation="softplus"``.
     xla : bool
         Compile the eager mass-matrix, acceleration and inverse-dynamics calls
         with XLA (the fastest path measured; XLA compiles once per new batch
@@ -137,7 +143,8 @@ class LagrangianNetwork(keras.Model):
     def __init__(self, n_dof: int, *, kind: str = "kinetic-potential", hidden=(128, 128),
                  activation: str = "softplus", angular=None, damping: bool = False,
                  convex: bool = False, epsilon: float = 1e-4, dtype: str = "float32",
-                 seed: int | None = None, xla: bool = True, name: str | None = None,
+                 seed: int | None = None, convex_init: bool = False, xla: bool = True,
+                 name: str | None = None,
                  **kwargs) -> None:
         if isinstance(n_dof, bool) or not isinstance(n_dof, (int, np.integer)) or n_dof < 1:
             raise ValueError(f"n_dof must be a positive integer, got {n_dof!r}")
@@ -161,6 +168,9 @@ class LagrangianNetwork(keras.Model):
         if convex and activation != "softplus":
             raise ValueError("convex=True needs a convex non-decreasing activation: use "
                              f"activation='softplus', got {activation!r}")
+        if convex_init and activation != "softplus":
+            raise ValueError("convex_init=True needs a convex activation: use activation='softplus', "
+                             f"got {activation!r}")
         if not (float(epsilon) >= 0.0):
             raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
         if dtype not in ("float32", "float64"):
@@ -176,6 +186,7 @@ class LagrangianNetwork(keras.Model):
         self.epsilon = float(epsilon)
         self.seed = seed
         self.xla = bool(xla)
+        self.convex_init = bool(convex_init)
         self._np_dtype = np.dtype(dtype)
 
         # Feature layout: per coordinate one column (linear) or two (sin, cos).
@@ -213,9 +224,9 @@ class LagrangianNetwork(keras.Model):
         seeds = np.random.SeedSequence(seed).generate_state(4)
         common = dict(activation=activation, dtype=dtype)
         scalar = dict(common, output_bias=False)  # energy offsets do not change the dynamics
-        # Networks differentiated twice in qd start convex there (M positive definite at
-        # initialisation, so the first training batches solve), then train unconstrained.
-        energy = dict(scalar, convex_init=activation == "softplus")
+        # With convex_init, the networks differentiated twice in qd start convex there (M
+        # positive definite at initialisation), then train unconstrained.
+        energy = dict(scalar, convex_init=self.convex_init)
         if kind == "kinetic-potential":
             self.kinetic_net = MLP(n_feat, n, hidden, 1, nonnegative=self.convex,
                                    seed=int(seeds[0]), name="kinetic", **energy)
@@ -254,7 +265,7 @@ class LagrangianNetwork(keras.Model):
         return dict(n_dof=self.n_dof, kind=self.kind, hidden=list(self.hidden),
                     activation=self.activation_name, angular=list(self._angular),
                     damping=self.damping, convex=self.convex, epsilon=self.epsilon,
-                    dtype=self.dtype, seed=self.seed, xla=self.xla,
+                    dtype=self.dtype, seed=self.seed, convex_init=self.convex_init, xla=self.xla,
                     name=self.name)
 
     @classmethod

@@ -154,12 +154,16 @@ def test_structured_hessian_path_returns_constructed_mass_matrix():
 
 
 @pytest.mark.parametrize("kind", ["kinetic-potential", "black-box"])
-def test_default_initialisation_gives_positive_definite_mass_matrices(kind):
-    model = _model(kind, hidden=(32, 32))
+def test_convex_initialisation_gives_positive_definite_mass_matrices(kind):
+    model = _model(kind, hidden=(32, 32), convex_init=True)
     rng = np.random.default_rng(4)
     health = model.mass_matrix_health(rng.normal(0, 3, (512, 3)), rng.normal(0, 5, (512, 3)))
     assert health.fraction_not_positive_definite == 0.0
     assert not model.convex  # only initialised convex: the weights train unconstrained
+    net = model.kinetic_net if kind == "kinetic-potential" else model.lagrangian_net
+    assert all(np.min(np.asarray(k)) >= 0 for k in net._raw_kernels)
+    plain = _model(kind, hidden=(32, 32))
+    assert plain.get_config()["convex_init"] is False
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -298,6 +302,7 @@ def test_bad_inputs_raise_clearly():
     (dict(n_dof=2, angular=(True,)), ValueError, "angular must have n_dof = 2"),
     (dict(n_dof=2, convex=True, kind="black-box"), ValueError, "convex=True applies"),
     (dict(n_dof=2, convex=True, activation="tanh"), ValueError, "softplus"),
+    (dict(n_dof=2, convex_init=True, activation="swish"), ValueError, "convex_init=True needs"),
     (dict(n_dof=2, hidden=()), ValueError, "hidden must be a non-empty"),
     (dict(n_dof=2, hidden=64), TypeError, "hidden must be a tuple"),
     (dict(n_dof=2, dtype="float16"), ValueError, "dtype must be"),
