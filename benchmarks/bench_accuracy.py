@@ -297,7 +297,7 @@ def case_panda(args, results, rows):
 def case_init(args, results, rows):
     import simulations
     from lnn.models import LagrangianNetwork
-    from lnn.train import fit
+    from lnn.train import TrainingDivergedError, fit
 
     system = simulations.DoublePendulum(m1=1.0, m2=1.0, l1=1.0, l2=1.0, g=9.8)
     data = _dp_dataset(system, args.samples, 0)
@@ -305,9 +305,15 @@ def case_init(args, results, rows):
     for init in (None, "cranmer"):
         model = LagrangianNetwork(2, kind="structured", hidden=(128, 128), angular=system.angular,
                                   dtype="float32", seed=0)
-        history = fit(model, data, loss="acceleration", epochs=100_000, batch_size=512,
-                      learning_rate=3e-3, validation=0.05, seed=0, time_limit=budget,
-                      initialization=init)
+        try:
+            history = fit(model, data, loss="acceleration", epochs=100_000, batch_size=512,
+                          learning_rate=3e-3, validation=0.05, seed=0, time_limit=budget,
+                          initialization=init)
+        except TrainingDivergedError as exc:
+            rows.append((f"init {init or 'default'} ({budget:.0f} s)",
+                         f"diverged: epoch {exc.epoch}, batch {exc.batch}", float("nan"), "-",
+                         False, float("nan"), exc.epoch))
+            continue
         q, qd = _dp_states(10_000, 1, rates=(-10.0, 10.0))
         from lnn import metrics
 
@@ -352,7 +358,8 @@ def main(argv=None) -> int:
     print(f"{'case':<28s} {'metric':<40s} {'value':>11s}  {'anchor':<24s} {'ok':<4s} {'train s':>8s} {'epochs':>6s}")
     for case, metric, value, anchor, ok, seconds, epochs in rows:
         flag = "-" if ok is None else ("yes" if ok else "NO")
-        print(f"{case:<28s} {metric:<40s} {value:>11.4g}  {anchor:<24s} {flag:<4s} {seconds:>8.0f} {epochs:>6d}")
+        print(f"{case:<28s} {metric:<40s} {value:>11.4g}  {anchor:<24s} {flag:<4s} {seconds:>8.0f} "
+              f"{epochs:>6d}")
     return 0
 
 
