@@ -120,12 +120,14 @@ class LagrangianNetwork(keras.Model):
         Weights, computations and outputs.
     seed : int, optional
         Seed of the initial weights.
-    convex_init : bool
+    convex_init : bool, optional
         Initialise the kinetic (or black-box) MLP convex in ``qd``:
         non-negative kernels after the first layer, unconstrained during
         training, so that ``M`` is positive definite at initialisation (an
         unconstrained random ``T`` is indefinite at some states, and a batch
-        containing one gives NaN accelerations). Needs ``activation="softplus"``.
+        containing one gives NaN accelerations: the default model would then
+        fail its first training step). Needs ``activation="softplus"``.
+        Default (None): on exactly when the activation is softplus.
     xla : bool
         Compile the eager mass-matrix, acceleration and inverse-dynamics calls
         with XLA (the fastest path measured; XLA compiles once per new batch
@@ -143,7 +145,7 @@ class LagrangianNetwork(keras.Model):
     def __init__(self, n_dof: int, *, kind: str = "kinetic-potential", hidden=(128, 128),
                  activation: str = "softplus", angular=None, damping: bool = False,
                  convex: bool = False, epsilon: float = 1e-4, dtype: str = "float32",
-                 seed: int | None = None, convex_init: bool = False, xla: bool = True,
+                 seed: int | None = None, convex_init: bool | None = None, xla: bool = True,
                  name: str | None = None,
                  **kwargs) -> None:
         if isinstance(n_dof, bool) or not isinstance(n_dof, (int, np.integer)) or n_dof < 1:
@@ -168,6 +170,8 @@ class LagrangianNetwork(keras.Model):
         if convex and activation != "softplus":
             raise ValueError("convex=True needs a convex non-decreasing activation: use "
                              f"activation='softplus', got {activation!r}")
+        if convex_init is None:
+            convex_init = activation == "softplus"
         if convex_init and activation != "softplus":
             raise ValueError("convex_init=True needs a convex activation: use activation='softplus', "
                              f"got {activation!r}")

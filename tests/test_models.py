@@ -162,8 +162,10 @@ def test_convex_initialisation_gives_positive_definite_mass_matrices(kind):
     assert not model.convex  # only initialised convex: the weights train unconstrained
     net = model.kinetic_net if kind == "kinetic-potential" else model.lagrangian_net
     assert all(np.min(np.asarray(k)) >= 0 for k in net._raw_kernels)
-    plain = _model(kind, hidden=(32, 32))
+    assert _model(kind, hidden=(32, 32)).get_config()["convex_init"] is True  # the default
+    plain = _model(kind, hidden=(32, 32), convex_init=False)
     assert plain.get_config()["convex_init"] is False
+    assert _model(kind, hidden=(32, 32), activation="tanh").get_config()["convex_init"] is False
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
