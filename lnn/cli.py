@@ -45,7 +45,9 @@ class ProgressBar:
     def __call__(self, done: float, total: float, message: str = "") -> None:
         now = time.monotonic()
         finished = total > 0 and done >= total
-        if not finished and now - self._last < 0.1:
+        interactive = getattr(self.stream, "isatty", lambda: False)()
+        # A terminal gets a redrawn line 10 times a second; a log file a line every 10 s.
+        if not finished and now - self._last < (0.1 if interactive else 10.0):
             return
         self._last = now
         fraction = min(max(done / total, 0.0), 1.0) if total else 0.0
@@ -55,9 +57,12 @@ class ProgressBar:
         bar = "#" * filled + "-" * (self.width - filled)
         text = (f"\r{self.label} [{bar}] {fraction:6.1%} {_clock(elapsed)} elapsed, "
                 f"{_clock(eta)} left {message}")
-        self.stream.write(text[:200])
-        if finished:
-            self.stream.write("\n")
+        if interactive:
+            self.stream.write(text[:200])
+            if finished:
+                self.stream.write("\n")
+        else:
+            self.stream.write(text[1:200] + "\n")
         self.stream.flush()
 
 

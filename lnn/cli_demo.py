@@ -23,7 +23,7 @@ def register(subparsers) -> None:
                         help="output folder (default ./lnn-demo)")
     parser.add_argument("--seed", type=int, default=0, help="seed of data, model and held-out states")
     parser.add_argument("--time-limit", type=float, default=None, metavar="S",
-                        help="training budget in seconds (default: the demo's own, ~100 s)")
+                        help="training budget in seconds (default: the demo's own, 90 s)")
     parser.add_argument("--epochs", type=int, default=None, help="maximum number of epochs")
     parser.add_argument("--force", action="store_true",
                         help="overwrite the demo's files if they exist in the output folder")
