@@ -371,10 +371,20 @@ def relative_error(x_pred, x_true) -> np.ndarray:
     pred = _array(x_pred, "x_pred")
     true = _array(x_true, "x_true")
     _same_shape(pred, true, "x_pred", "x_true")
-    numerator = np.linalg.norm(pred - true, axis=-1)
+    return _relative(pred - true, pred, true)
+
+
+def _relative(difference: np.ndarray, pred: np.ndarray, true: np.ndarray) -> np.ndarray:
+    """``||difference|| / (||pred|| + ||true||)`` over the last axis, 0 where both are zero."""
+    numerator = np.linalg.norm(difference, axis=-1)
     denominator = np.linalg.norm(pred, axis=-1) + np.linalg.norm(true, axis=-1)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1.0), 0.0)
+
+
+def _wrap(angle: np.ndarray) -> np.ndarray:
+    """Angles to ``(-pi, pi]``."""
+    return np.arctan2(np.sin(angle), np.cos(angle))
 
 
 def valid_prediction_time(relative, t, *, threshold: float) -> np.ndarray:
@@ -413,7 +423,7 @@ def _state(trajectory: Trajectory, angular) -> np.ndarray:
     if angular is not None and any(angular):
         mask = np.asarray(angular, dtype=bool)
         q = q.copy()
-        q[..., mask] = np.arctan2(np.sin(q[..., mask]), np.cos(q[..., mask]))
+        q[..., mask] = _wrap(q[..., mask])
     return np.concatenate([q, np.asarray(trajectory.qd, dtype=np.float64)], axis=-1)
 
 
@@ -442,15 +452,23 @@ def rollout_error(predicted: Trajectory, reference: Trajectory, *, threshold: fl
     threshold : float, keyword-only
         Relative-error level that ends the valid prediction time.
     angular : sequence of bool, length ``n``, optional
-        Coordinates to wrap to ``(-pi, pi]`` before comparing (both
-        trajectories), so that a full turn is not counted as an error.
+        Angular coordinates: their norms use angles wrapped to ``(-pi, pi]``
+        and their differences are wrapped too, so that neither a full turn
+        nor one trajectory crossing ``±pi`` while the other does not counts
+        as an error.
 
     Returns
     -------
     RolloutError
     """
     _check_pair(predicted, reference)
-    relative = relative_error(_state(predicted, angular), _state(reference, angular))
+    pred, true = _state(predicted, angular), _state(reference, angular)
+    difference = pred - true
+    if angular is not None and any(angular):
+        n = predicted.q.shape[-1]
+        mask = np.concatenate([np.asarray(angular, dtype=bool), np.zeros(n, dtype=bool)])
+        difference[..., mask] = _wrap(difference[..., mask])
+    relative = _relative(difference, pred, true)
     per_trajectory = relative.mean(axis=1)
     positive = np.maximum(per_trajectory, np.finfo(np.float64).tiny)
     geometric = float(np.exp(np.mean(np.log(positive)))) if per_trajectory.size else math.nan

@@ -160,3 +160,23 @@ def test_evaluate_true_system_against_itself_is_exact():
     assert table["torque_nmse"] < 1e-16
     assert table["acceleration_error_median"] < 1e-10
     assert table["rollout_error_geometric_mean"] < 1e-12
+
+
+def test_rollout_error_wraps_angle_differences_across_pi():
+    """One trajectory just below +pi, the other just above -pi: the same configuration."""
+    from lnn import Trajectory
+    from lnn.metrics import rollout_error
+
+    t = np.array([0.0, 1.0])
+    q_true = np.array([[[np.pi - 1e-3], [np.pi - 1e-3]]])
+    q_pred = np.array([[[np.pi - 1e-3], [-np.pi + 1e-3]]])
+    zeros = np.zeros_like(q_true)
+
+    def trajectory(q):
+        return Trajectory(t=t, q=q, qd=zeros, qdd=zeros, tau=zeros, energy=np.zeros((1, 2)))
+
+    result = rollout_error(trajectory(q_pred), trajectory(q_true), angular=(True,))
+    # |difference| = 2e-3 on the circle, norms ~pi each.
+    np.testing.assert_allclose(result.relative[0, 1], 2e-3 / (2 * (np.pi - 1e-3)), rtol=1e-9)
+    unwrapped = rollout_error(trajectory(q_pred), trajectory(q_true))
+    assert unwrapped.relative[0, 1] > 0.99  # without angular, opposite signs are far apart
