@@ -205,40 +205,17 @@ def case_mlp(args, results, rows):
     ]
 
 
-def excited_dataset(system, *, n_trajectories, duration, dt, amplitude, seed):
-    """Trajectories under gravity compensation plus random sums of sinusoids (DeLaN-like motions).
-
-    The robot starts at rest-ish states (``system.sample_state`` with joint
-    rates of std 0.2 rad/s) and is driven by ``tau = g(q) + s(t)`` with
-    ``g(q) = inverse_dynamics(q, 0, 0)`` and ``s`` random sinusoids bounded by
-    ``amplitude`` (per joint), so that it moves smoothly through its workspace
-    instead of falling and whirling.
-    """
-    from lnn.data import Dataset, Sinusoids
-    from lnn.integrate import rollout
-
-    rng = np.random.default_rng(seed)
-    state = system.sample_state(n_trajectories, rng=rng, velocity_scale=0.2)
-    excitation = Sinusoids.random(n_trajectories, system.n_dof, amplitude=amplitude, rng=rng)
-    zeros = np.zeros((n_trajectories, system.n_dof))
-
-    def tau(t, q, qd):
-        return system.inverse_dynamics(q, zeros[: len(q)], zeros[: len(q)]) + excitation(t)
-
-    t = np.arange(int(round(duration / dt)) + 1) * dt
-    trajectory = rollout(system, state.q, state.qd, t, tau=tau)
-    return Dataset.from_trajectory(trajectory, system=system.name, parameters=system.parameters(),
-                                   angular=system.angular)
-
-
 def _torque_case(system, *, n_trajectories, duration, dt, amplitude, kinds, args, hidden=(128, 128),
                  loss="torque"):
     from lnn import metrics
     from lnn.models import LagrangianNetwork
     from lnn.train import fit
 
-    data = excited_dataset(system, n_trajectories=n_trajectories, duration=duration, dt=dt,
-                           amplitude=amplitude, seed=0)
+    from lnn.data import generate
+
+    # Gravity compensation plus random sinusoids from near rest (DeLaN-like motions).
+    data = generate(system, n_trajectories=n_trajectories, duration=duration, dt=dt, seed=0,
+                    tau="gravity-sinusoids", amplitude=amplitude)
     parts = data.split(fractions=(0.8, 0.1, 0.1), seed=0)
     out = {}
     budget = args.budget / len(kinds)  # the case's budget is shared by its models

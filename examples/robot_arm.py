@@ -5,7 +5,7 @@ computed-torque controller needs: ``tau = ID(q, qd, qdd_ref + Kp e + Kd ė)``
 cancels the arm's nonlinear dynamics and leaves a linear error system. Here a
 structured Lagrangian network (DeLaN) learns the inverse dynamics of a 2-link
 planar arm — and, with ``--panda``, of the 7-DOF Franka Panda — from
-trajectories excited by random sums of sinusoids (the torque loss of DeLaN,
+trajectories excited by gravity compensation plus random sums of sinusoids (the torque loss of DeLaN,
 plus the acceleration loss, without which a structured ``M`` can shrink
 towards zero while the torques stay right). The learned model then tracks a reference trajectory on the *true*
 arm; the figure compares its tracking error with PD control alone (no model)
@@ -67,7 +67,7 @@ class ComputedTorque:
 def learn_arm(system, *, quick: bool, time_limit: float, seed: int = 0):
     """Generate torque-excited data, train a structured model on the torque loss, report the torque error."""
     data = lnn.generate(system, n_trajectories=8 if quick else 120, duration=2.0 if quick else 5.0,
-                        dt=0.02, seed=seed, tau="sinusoids")
+                        dt=0.02, seed=seed, tau="gravity-sinusoids")
     split = data.split(fractions=(0.8, 0.1, 0.1), seed=seed)
     model = lnn.LagrangianNetwork(system.n_dof, kind="structured", angular=system.angular,
                                   hidden=(32, 32) if quick else (128, 128), seed=seed)

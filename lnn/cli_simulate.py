@@ -7,6 +7,10 @@ from pathlib import Path
 
 #: Systems driven by motors, excited by random sums of sinusoids unless told otherwise.
 ROBOTS = ("planar-arm", "panda", "cart-pole")
+#: Default excitation per robot: arms get gravity compensation plus sinusoids (without it
+#: they fall and whirl at tens of rad/s); the cart-pole has no gravity torque to compensate.
+DEFAULT_EXCITATION = {"planar-arm": "gravity-sinusoids", "panda": "gravity-sinusoids",
+                      "cart-pole": "sinusoids"}
 
 
 def register(subparsers) -> None:
@@ -36,9 +40,11 @@ def register(subparsers) -> None:
     parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                         help="system parameter, repeatable; lists are comma-separated, "
                              "e.g. --param masses=1,2,0.5")
-    parser.add_argument("--excitation", choices=("none", "sinusoids"), default=None,
-                        help="excitation torques (default: sinusoids for "
-                             f"{', '.join(ROBOTS)}; none otherwise)")
+    parser.add_argument("--excitation", choices=("none", "sinusoids", "gravity-sinusoids"),
+                        default=None,
+                        help="excitation torques (default: gravity-sinusoids, i.e. gravity "
+                             "compensation plus random sinusoids, for planar-arm and panda; "
+                             "sinusoids for cart-pole; none otherwise)")
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     parser.set_defaults(func=run)
 
@@ -62,7 +68,7 @@ def run(args) -> int:
         )
     params = parse_params(args.param, simulations.SYSTEMS[args.system] if args.param else None)
     system = simulations.make_system(args.system, **params)
-    excitation = args.excitation or ("sinusoids" if args.system in ROBOTS else "none")
+    excitation = args.excitation or DEFAULT_EXCITATION.get(args.system, "none")
     start = time.monotonic()
     dataset = generate(
         system, n_trajectories=args.trajectories, duration=args.duration, dt=args.dt,

@@ -11,7 +11,9 @@ Excitation torques for robots come from :class:`Sinusoids`: per trajectory and
 joint, a random sum of sinusoids ``tau_j(t) = A_j sum_k c_k sin(2 pi f_k t +
 phi_k)`` with weights ``c_k >= 0`` summing to one (so ``|tau_j| <= A_j``),
 frequencies ``f_k`` uniform in a band (0.1–2 Hz by default) and phases
-uniform in ``[0, 2 pi)``.
+uniform in ``[0, 2 pi)``. :class:`GravityCompensation` adds the gravity torque
+``g(q)`` to them (``generate(..., tau="gravity-sinusoids")``), so that arms
+move smoothly instead of falling and whirling.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ __all__ = [
     "Dataset",
     "DatasetSplit",
     "Derivatives",
+    "GravityCompensation",
     "Sinusoids",
     "estimate_derivatives",
     "generate",
@@ -40,6 +43,12 @@ _ARRAYS = ("t", "q", "qd", "qdd", "tau", "trajectory", "energy")
 #: Default frequency band (Hz) and number of components of the sinusoid excitation.
 DEFAULT_FREQUENCIES = (0.1, 2.0)
 DEFAULT_COMPONENTS = 5
+#: Names of the built-in excitations of :func:`generate`.
+_EXCITATIONS = ("sinusoids", "gravity-sinusoids")
+#: Standard deviation (rad/s) of the initial rates of ``tau="gravity-sinusoids"``.
+GRAVITY_SINUSOIDS_VELOCITY_SCALE = 0.2
+#: Default peak sinusoid of ``tau="gravity-sinusoids"``, per unit of the largest ``M_jj`` (s^-2).
+GRAVITY_SINUSOIDS_ACCELERATION = 2.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -449,17 +458,28 @@ def generate(system, *, n_trajectories: int, duration: float, dt: float, seed: i
     seed : int
         Seeds the initial states and the excitation: equal seeds give equal
         datasets.
-    tau : None, "sinusoids", callable or array_like, optional
+    tau : None, "sinusoids", "gravity-sinusoids", callable or array_like, optional
         ``None``: unforced. ``"sinusoids"``: random sums of sinusoids per
         trajectory and joint (:class:`Sinusoids`, with ``amplitude``,
-        ``frequencies`` and ``n_components``). A callable ``tau(t, q, qd) ->
+        ``frequencies`` and ``n_components``); under gravity a robot arm
+        falls and whirls (tens of rad/s). ``"gravity-sinusoids"``: the
+        controller ``tau(t, q, qd) = g(q) + s(t)`` (:class:`GravityCompensation`)
+        with ``g(q) = system.inverse_dynamics(q, 0, 0)`` the gravity torque and
+        ``s`` random sums of sinusoids as above, from initial rates of
+        standard deviation 0.2 rad/s (``system.sample_state(..., velocity_scale=0.2)``,
+        which the system must accept): the arm moves smoothly through its
+        workspace (the excitation of DeLaN, Lutter et al. 2019). The
+        recorded ``tau`` is the applied ``g(q) + s(t)`` at the samples. A callable ``tau(t, q, qd) ->
         (b, n)`` (a controller, called on batches of at most ``batch_size``).
         An array ``(T + 1, n)`` or ``(n_trajectories, T + 1, n)`` sampled on
         the output grid and interpolated linearly.
     amplitude : float or array_like ``(n,)``, optional
         Peak torque per joint of the sinusoids. ``None`` scales it to the
         system: ``0.5 max|g_j(q)| + 5 s^-2 max M_jj(q)`` over the sampled
-        initial states, with ``g`` the gravity torque ``inverse_dynamics(q, 0, 0)``.
+        initial states for ``"sinusoids"``, with ``g`` the gravity torque
+        ``inverse_dynamics(q, 0, 0)``; ``2 s^-2 max M_jj(q)`` for
+        ``"gravity-sinusoids"`` (gravity is compensated, so the sinusoids
+        only accelerate).
     frequencies : (float, float)
         Frequency band (Hz) of the sinusoids.
     n_components : int
@@ -497,16 +517,24 @@ def generate(system, *, n_trajectories: int, duration: float, dt: float, seed: i
     if not hasattr(system, "sample_state"):
         raise TypeError(f"system must have sample_state(n, rng=...); {type(system).__name__} has not")
     t = np.arange(steps + 1) * float(dt)
+    if isinstance(tau, str) and tau not in _EXCITATIONS:
+        raise ValueError(
+            f"tau must be None, {', '.join(map(repr, _EXCITATIONS))}, a callable or an array; "
+            f"got {tau!r}"
+        )
+    gravity_compensated = isinstance(tau, str) and tau == "gravity-sinusoids"
     rng = np.random.default_rng(seed)
-    state = system.sample_state(B, rng=rng)
+    if gravity_compensated:
+        state = system.sample_state(B, rng=rng, velocity_scale=GRAVITY_SINUSOIDS_VELOCITY_SCALE)
+    else:
+        state = system.sample_state(B, rng=rng)
     q0 = np.asarray(state.q, dtype=np.float64)
     qd0 = np.asarray(state.qd, dtype=np.float64)
     n = system.n_dof
     if isinstance(tau, str):
-        if tau != "sinusoids":
-            raise ValueError(f"tau must be None, 'sinusoids', a callable or an array; got {tau!r}")
         if amplitude is None:
-            amplitude = _default_amplitude(system, q0)
+            amplitude = (_inertia_amplitude(system, q0) if gravity_compensated
+                         else _default_amplitude(system, q0))
         tau = Sinusoids.random(B, n, amplitude=amplitude, frequencies=frequencies,
                                n_components=n_components, rng=rng)
     elif tau is not None and not callable(tau):
@@ -521,7 +549,9 @@ def generate(system, *, n_trajectories: int, duration: float, dt: float, seed: i
     chunks = []
     for start in range(0, B, batch_size):
         stop = min(start + batch_size, B)
-        if isinstance(tau, (Sinusoids, np.ndarray)):
+        if gravity_compensated:
+            chunk_tau = GravityCompensation(system, tau[start:stop])
+        elif isinstance(tau, (Sinusoids, np.ndarray)):
             chunk_tau = tau[start:stop]
         else:
             chunk_tau = tau
@@ -540,6 +570,42 @@ def generate(system, *, n_trajectories: int, duration: float, dt: float, seed: i
         merged, system=getattr(system, "name", type(system).__name__), parameters=parameters,
         angular=tuple(getattr(system, "angular", ())),
     )
+
+
+def _inertia_amplitude(system, q: np.ndarray) -> np.ndarray:
+    """Peak sinusoid torque per joint on top of gravity compensation, ``(n,)``: ``2 s^-2 max M_jj``."""
+    inertia = np.diagonal(np.asarray(system.mass_matrix(q), dtype=np.float64), axis1=-2, axis2=-1)
+    return GRAVITY_SINUSOIDS_ACCELERATION * inertia.max(axis=0)
+
+
+class GravityCompensation:
+    """The controller ``tau(t, q, qd) = g(q) + s(t)`` of ``generate(..., tau="gravity-sinusoids")``.
+
+    ``g(q) = system.inverse_dynamics(q, 0, 0)`` (the torque that holds the
+    system still at ``q``) and ``s`` a :class:`Sinusoids` excitation. Usable
+    as the ``tau`` callable of :func:`lnn.rollout`.
+
+    Parameters
+    ----------
+    system : MechanicalSystem
+        The system to compensate (its ``inverse_dynamics``).
+    excitation : Sinusoids
+        ``B`` trajectories' sinusoids, shape ``(B, n, K)``.
+    """
+
+    def __init__(self, system, excitation: "Sinusoids") -> None:
+        self.system = system
+        self.excitation = excitation
+
+    def gravity(self, q) -> np.ndarray:
+        """``g(q)``, shape of ``q (..., n)``."""
+        q = np.asarray(q, dtype=np.float64)
+        zeros = np.zeros_like(q)
+        return np.asarray(self.system.inverse_dynamics(q, zeros, zeros), dtype=np.float64)
+
+    def __call__(self, t: float, q, qd=None) -> np.ndarray:
+        """Torques ``g(q) + s(t)`` at time ``t`` (s) and coordinates ``q (B, n)``, shape ``(B, n)``."""
+        return self.gravity(q) + self.excitation(t)
 
 
 def _default_amplitude(system, q: np.ndarray) -> np.ndarray:

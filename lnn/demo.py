@@ -34,7 +34,7 @@ class DemoConfig:
     n_trajectories, duration, dt : int, float, float
         Training data: trajectories of ``duration`` seconds sampled every ``dt``.
     excitation : str or None
-        Torques applied while generating data (``"sinusoids"`` for arms).
+        Torques applied while generating data (``"gravity-sinusoids"`` for arms).
     epochs, batch_size, learning_rate, time_limit : int, int, float, float
         Training budget; ``time_limit`` (s) caps the wall time.
     n_rollouts, rollout_duration, rollout_dt : int, float, float
@@ -71,7 +71,7 @@ DEMOS: dict[str, DemoConfig] = {
     # dynamics stay accurate while the forward dynamics do not): add qdd.
     "planar-arm": DemoConfig(system="planar-arm", kind="structured",
                              loss={"torque": 1.0, "acceleration": 1.0},
-                             excitation="sinusoids"),
+                             excitation="gravity-sinusoids"),
 }
 
 

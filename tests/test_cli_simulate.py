@@ -49,7 +49,7 @@ def test_simulate_double_pendulum_with_parameters(tmp_path, capsys):
 def test_simulate_robot_defaults_to_sinusoid_excitation(tmp_path, capsys):
     code, path = _simulate(tmp_path, "--param", "masses=1,2", name="planar-arm")
     assert code == 0
-    assert "excitation=sinusoids" in capsys.readouterr().out
+    assert "excitation=gravity-sinusoids" in capsys.readouterr().out
     data = Dataset.load(path)
     assert data.parameters["masses"] == [1.0, 2.0]
     assert np.abs(data.tau).max() > 0
@@ -110,3 +110,15 @@ def test_simulate_every_built_in_system(tmp_path, capsys, name):
     assert data.system == name and data.n_dof == system.n_dof and len(data) == 2 * 5
     np.testing.assert_allclose(system.inverse_dynamics(data.q, data.qd, data.qdd), data.tau,
                                atol=1e-8)
+
+
+def test_simulate_arm_excitations_gravity_sinusoids_and_sinusoids(tmp_path, capsys):
+    arm = simulations.make_system("planar-arm")
+    code, path = _simulate(tmp_path, "--excitation", "gravity-sinusoids", name="planar-arm",
+                           output="gs.npz")
+    assert code == 0 and "excitation=gravity-sinusoids" in capsys.readouterr().out
+    data = Dataset.load(path)
+    np.testing.assert_allclose(arm.inverse_dynamics(data.q, data.qd, data.qdd), data.tau, atol=1e-8)
+    code, path = _simulate(tmp_path, "--excitation", "sinusoids", name="planar-arm",
+                           output="s.npz")
+    assert code == 0 and "excitation=sinusoids" in capsys.readouterr().out
