@@ -662,7 +662,7 @@ def evaluate(model, data, *, true_system=None, initial_states=None, n_rollouts: 
     MetricsTable
         Rows (when computable): ``acceleration_error_median/mean``,
         ``acceleration_failures``, ``torque_mse``, ``torque_nmse`` and
-        ``torque_nmse_<j>``, ``rollout_error_geometric_mean``,
+        ``torque_nmse_<j>`` (only for joints whose true torque varies), ``rollout_error_geometric_mean``,
         ``valid_prediction_time_mean``, ``energy_error_mean``,
         ``mass_matrix_error_median``, ``mass_matrix_positive_definite``,
         ``mass_matrix_min_eigenvalue``, ``mass_matrix_max_condition``;
@@ -713,10 +713,11 @@ def evaluate(model, data, *, true_system=None, initial_states=None, n_rollouts: 
     if hasattr(model, "inverse_dynamics"):
         torque = torque_error(_batched(model.inverse_dynamics, q, qd, qdd), tau)
         details["torque"] = torque
-        rows += [MetricRow("torque_mse", torque.mse, "DeLaN torque MSE (sum over joints)"),
-                 MetricRow("torque_nmse", torque.nmse, "mean over joints of MSE_j / Var(tau_j)")]
-        rows += [MetricRow(f"torque_nmse_{j}", float(v), f"MSE / Var(tau) of joint {j}")
-                 for j, v in enumerate(torque.nmse_per_joint)]
+        rows.append(MetricRow("torque_mse", torque.mse, "DeLaN torque MSE (sum over joints)"))
+        if np.isfinite(torque.nmse):  # unforced data: no torque variance to normalise by
+            rows.append(MetricRow("torque_nmse", torque.nmse, "mean over joints of MSE_j / Var(tau_j)"))
+            rows += [MetricRow(f"torque_nmse_{j}", float(v), f"MSE / Var(tau) of joint {j}")
+                     for j, v in enumerate(torque.nmse_per_joint) if np.isfinite(v)]
 
     report(2, stages, "mass matrices")
     if hasattr(model, "mass_matrix"):
