@@ -47,8 +47,10 @@ DEFAULT_COMPONENTS = 5
 _EXCITATIONS = ("sinusoids", "gravity-sinusoids")
 #: Standard deviation (rad/s) of the initial rates of ``tau="gravity-sinusoids"``.
 GRAVITY_SINUSOIDS_VELOCITY_SCALE = 0.2
-#: Default peak sinusoid of ``tau="gravity-sinusoids"``, per unit of the largest ``M_jj`` (s^-2).
-GRAVITY_SINUSOIDS_ACCELERATION = 2.0
+#: Default peak sinusoid of ``tau="gravity-sinusoids"``, per unit of the median ``M_jj`` (s^-2).
+#: Larger values let the light distal joints of a 7-DOF arm whirl (2 s^-2 max M_jj drove the
+#: Panda's wrist to 60 rad/s); 0.5 keeps the Panda within ~2-7 rad/s and the planar arm ~1-2 rad/s.
+GRAVITY_SINUSOIDS_ACCELERATION = 0.5
 
 
 @dataclass(frozen=True, eq=False)
@@ -477,9 +479,10 @@ def generate(system, *, n_trajectories: int, duration: float, dt: float, seed: i
         Peak torque per joint of the sinusoids. ``None`` scales it to the
         system: ``0.5 max|g_j(q)| + 5 s^-2 max M_jj(q)`` over the sampled
         initial states for ``"sinusoids"``, with ``g`` the gravity torque
-        ``inverse_dynamics(q, 0, 0)``; ``2 s^-2 max M_jj(q)`` for
+        ``inverse_dynamics(q, 0, 0)``; ``0.5 s^-2 median M_jj(q)`` for
         ``"gravity-sinusoids"`` (gravity is compensated, so the sinusoids
-        only accelerate).
+        only accelerate; the light distal joints of long arms are thrown
+        around by the proximal ones' motion when these are large).
     frequencies : (float, float)
         Frequency band (Hz) of the sinusoids.
     n_components : int
@@ -573,9 +576,9 @@ def generate(system, *, n_trajectories: int, duration: float, dt: float, seed: i
 
 
 def _inertia_amplitude(system, q: np.ndarray) -> np.ndarray:
-    """Peak sinusoid torque per joint on top of gravity compensation, ``(n,)``: ``2 s^-2 max M_jj``."""
+    """Peak sinusoid torque per joint on top of gravity compensation, ``(n,)``: ``0.5 s^-2 median M_jj``."""
     inertia = np.diagonal(np.asarray(system.mass_matrix(q), dtype=np.float64), axis1=-2, axis2=-1)
-    return GRAVITY_SINUSOIDS_ACCELERATION * inertia.max(axis=0)
+    return GRAVITY_SINUSOIDS_ACCELERATION * np.median(inertia, axis=0)
 
 
 class GravityCompensation:
