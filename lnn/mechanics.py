@@ -453,6 +453,29 @@ def _check_callable(lagrangian):
                         f"{type(lagrangian).__name__}")
 
 
+def _evaluate(lagrangian, op, body, pairs, dtype, *, method=None, options=(), zero_fill=False,
+              run=None):
+    """Check the inputs; inline ``body(lagrangian, *args)`` when symbolic, else run it compiled.
+
+    ``method`` is validated when given; ``options`` (a tuple, or a callable
+    returning one, evaluated on the eager path only) extend the cache key;
+    ``zero_fill`` replaces an omitted last input (``tau``) by zeros; ``run(fn, args,
+    dtype)`` replaces the plain call ``fn(*args)``.
+    """
+    _check_callable(lagrangian)
+    if method is not None:
+        _check_method(method)
+    dt = _resolve_dtype(pairs[0][1], dtype)
+    args, single, n = _inputs(pairs, dt)
+    if zero_fill and args[-1] is None:
+        args[-1] = tf.zeros_like(args[0])
+    if _is_symbolic(args[0]):
+        return body(lagrangian, *args)
+    fn = _compiled(lagrangian, op, dt, n, len(args), body,
+                   options() if callable(options) else options)
+    return _unbatch(fn(*args) if run is None else run(fn, args, dt), single)
+
+
 def mass_matrix(lagrangian: Callable, q, qd, *, method: str = "reverse", dtype=None):
     """Mass matrix ``M = d2L/dqd2`` (of ``T`` alone for a separable Lagrangian).
 
@@ -472,16 +495,9 @@ def mass_matrix(lagrangian: Callable, q, qd, *, method: str = "reverse", dtype=N
     tensor, shape ``(B, n, n)`` (``(n, n)`` for a single state)
         Symmetrised Hessian.
     """
-    _check_callable(lagrangian)
-    _check_method(method)
-    dt = _resolve_dtype(q, dtype)
-    (q, qd), single, n = _inputs([("q", q), ("qd", qd)], dt)
-    if _is_symbolic(q):
-        return _mass_matrix_body(_kinetic_part(lagrangian), q, qd, method)
-    fn = _compiled(lagrangian, "mass_matrix", dt, n, 2,
-                   lambda f, a, b: _mass_matrix_body(_kinetic_part(f), a, b, method),
-                   (method,))
-    return _unbatch(fn(q, qd), single)
+    return _evaluate(lagrangian, "mass_matrix",
+                     lambda f, a, b: _mass_matrix_body(_kinetic_part(f), a, b, method),
+                     [("q", q), ("qd", qd)], dtype, method=method, options=(method,))
 
 
 def acceleration(lagrangian: Callable, q, qd, tau=None, *, method: str = "reverse",
@@ -514,21 +530,16 @@ def acceleration(lagrangian: Callable, q, qd, tau=None, *, method: str = "revers
         If ``M`` is not positive definite for some sample (eager calls);
         the message gives how many samples failed and the smallest eigenvalue.
     """
-    _check_callable(lagrangian)
-    _check_method(method)
-    dt = _resolve_dtype(q, dtype)
-    (q, qd, tau), single, n = _inputs([("q", q), ("qd", qd), ("tau", tau)], dt)
-    if tau is None:
-        tau = tf.zeros_like(q)
-    if _is_symbolic(q):
-        return _acceleration_body(lagrangian, q, qd, tau, method, regularize)
-    fn = _compiled(lagrangian, "acceleration", dt, n, 3,
-                   lambda f, a, b, c: _acceleration_body(f, a, b, c, method, regularize),
-                   (method,) if regularize is None else (method, float(regularize)))
-    qdd = call_checked(fn, (q, qd, tau),
-                       lambda: mass_matrix(lagrangian, q, qd, method=method, dtype=dt),
-                       regularize)
-    return _unbatch(qdd, single)
+    def run(fn, args, dt):
+        return call_checked(fn, args, lambda: mass_matrix(lagrangian, args[0], args[1],
+                                                          method=method, dtype=dt), regularize)
+
+    return _evaluate(lagrangian, "acceleration",
+                     lambda f, a, b, c: _acceleration_body(f, a, b, c, method, regularize),
+                     [("q", q), ("qd", qd), ("tau", tau)], dtype, method=method,
+                     options=lambda: ((method,) if regularize is None
+                                      else (method, float(regularize))),
+                     zero_fill=True, run=run)
 
 
 def call_checked(fn, args, mass_matrix_fn, regularize=None):
@@ -592,13 +603,8 @@ def inverse_dynamics(lagrangian: Callable, q, qd, qdd, *, dtype=None):
     -------
     tensor, shape ``(B, n)`` (``(n,)`` for a single state)
     """
-    _check_callable(lagrangian)
-    dt = _resolve_dtype(q, dtype)
-    (q, qd, qdd), single, n = _inputs([("q", q), ("qd", qd), ("qdd", qdd)], dt)
-    if _is_symbolic(q):
-        return _inverse_dynamics_body(lagrangian, q, qd, qdd)
-    fn = _compiled(lagrangian, "inverse_dynamics", dt, n, 3, _inverse_dynamics_body)
-    return _unbatch(fn(q, qd, qdd), single)
+    return _evaluate(lagrangian, "inverse_dynamics", _inverse_dynamics_body,
+                     [("q", q), ("qd", qd), ("qdd", qdd)], dtype)
 
 
 def energy(lagrangian: Callable, q, qd, *, dtype=None):
@@ -614,13 +620,7 @@ def energy(lagrangian: Callable, q, qd, *, dtype=None):
     -------
     tensor, shape ``(B,)`` (scalar for a single state)
     """
-    _check_callable(lagrangian)
-    dt = _resolve_dtype(q, dtype)
-    (q, qd), single, n = _inputs([("q", q), ("qd", qd)], dt)
-    if _is_symbolic(q):
-        return _energy_body(lagrangian, q, qd)
-    fn = _compiled(lagrangian, "energy", dt, n, 2, _energy_body)
-    return _unbatch(fn(q, qd), single)
+    return _evaluate(lagrangian, "energy", _energy_body, [("q", q), ("qd", qd)], dtype)
 
 
 def energy_rate(lagrangian: Callable, q, qd, qdd, *, dtype=None):
@@ -636,13 +636,8 @@ def energy_rate(lagrangian: Callable, q, qd, qdd, *, dtype=None):
     -------
     tensor, shape ``(B,)`` (scalar for a single state)
     """
-    _check_callable(lagrangian)
-    dt = _resolve_dtype(q, dtype)
-    (q, qd, qdd), single, n = _inputs([("q", q), ("qd", qd), ("qdd", qdd)], dt)
-    if _is_symbolic(q):
-        return _energy_rate_body(lagrangian, q, qd, qdd)
-    fn = _compiled(lagrangian, "energy_rate", dt, n, 3, _energy_rate_body)
-    return _unbatch(fn(q, qd, qdd), single)
+    return _evaluate(lagrangian, "energy_rate", _energy_rate_body,
+                     [("q", q), ("qd", qd), ("qdd", qdd)], dtype)
 
 
 def power_balance(lagrangian: Callable, q, qd, qdd, tau=None, *, dtype=None) -> PowerBalance:

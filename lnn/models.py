@@ -579,6 +579,17 @@ class LagrangianNetwork(keras.Model):
     def _prepare(self, *pairs):
         return mechanics._inputs(list(pairs), tf.as_dtype(self.dtype), n=self.n_dof)
 
+    def _dispatch(self, op, graph, *pairs, run=None):
+        """Check ``pairs``; inline ``graph(*args)`` on symbolic tensors, else run compiled ``op``.
+
+        ``run(*args)`` replaces the plain call of the compiled ``op``.
+        """
+        args, single, _ = self._prepare(*pairs)
+        if mechanics._is_symbolic(args[0]):
+            return graph(*args)
+        out = self._function(op)(*args) if run is None else run(*args)
+        return mechanics._unbatch(out, single)
+
     # -- public mechanics ---------------------------------------------------------------
     def lagrangian(self, q, qd):
         """Lagrangian ``L``.
@@ -591,10 +602,7 @@ class LagrangianNetwork(keras.Model):
         -------
         tensor, shape ``(B,)`` (scalar for a single state)
         """
-        (q, qd), single, _ = self._prepare(("q", q), ("qd", qd))
-        if mechanics._is_symbolic(q):
-            return self._lagrangian(q, qd)
-        return mechanics._unbatch(self._function("lagrangian")(q, qd), single)
+        return self._dispatch("lagrangian", self._lagrangian, ("q", q), ("qd", qd))
 
     def kinetic_energy(self, q, qd):
         """Kinetic energy ``T``.
@@ -607,10 +615,7 @@ class LagrangianNetwork(keras.Model):
         -------
         tensor, shape ``(B,)`` (scalar for a single state)
         """
-        (q, qd), single, _ = self._prepare(("q", q), ("qd", qd))
-        if mechanics._is_symbolic(q):
-            return self._kinetic(q, qd)
-        return mechanics._unbatch(self._function("kinetic_energy")(q, qd), single)
+        return self._dispatch("kinetic_energy", self._kinetic, ("q", q), ("qd", qd))
 
     def potential_energy(self, q):
         """Potential energy ``V``.
@@ -623,10 +628,7 @@ class LagrangianNetwork(keras.Model):
         -------
         tensor, shape ``(B,)`` (scalar for a single state)
         """
-        (q,), single, _ = self._prepare(("q", q))
-        if mechanics._is_symbolic(q):
-            return self._potential(q)
-        return mechanics._unbatch(self._function("potential_energy")(q), single)
+        return self._dispatch("potential_energy", self._potential, ("q", q))
 
     def mass_matrix(self, q, qd=None):
         """Mass matrix ``M = d2T/dqd2`` (closed form).
@@ -645,10 +647,7 @@ class LagrangianNetwork(keras.Model):
         if qd is None:
             qd = (tf.zeros_like(q) if isinstance(q, tf.Tensor)
                   else np.zeros_like(np.asarray(q, float)))
-        (q, qd), single, _ = self._prepare(("q", q), ("qd", qd))
-        if mechanics._is_symbolic(q):
-            return self._mass_matrix_graph(q, qd)
-        return mechanics._unbatch(self._function("mass_matrix")(q, qd), single)
+        return self._dispatch("mass_matrix", self._mass_matrix_graph, ("q", q), ("qd", qd))
 
     def acceleration(self, q, qd, tau=None, *, regularize: float | None = None):
         """Forward dynamics ``qdd = M^{-1} (dL/dq - (d2L/dqd dq) qd + tau - D qd)``.
@@ -672,18 +671,19 @@ class LagrangianNetwork(keras.Model):
             (a ``ValueError``) naming how many samples have a mass matrix that is
             not positive definite and the smallest eigenvalue.
         """
-        (q, qd, tau), single, _ = self._prepare(("q", q), ("qd", qd), ("tau", tau))
-        if mechanics._is_symbolic(q):
+        def graph(q, qd, tau):
             return self._acceleration_graph(q, qd, tau, regularize)
-        if regularize is not None:
-            regularize = float(regularize)
-        if tau is None:
-            fn, args = self._function("acceleration_free", regularize), (q, qd)
-        else:
-            fn, args = self._function("acceleration", regularize), (q, qd, tau)
-        qdd = mechanics.call_checked(fn, args, lambda: self._function("mass_matrix")(q, qd),
-                                     regularize)
-        return mechanics._unbatch(qdd, single)
+
+        def run(q, qd, tau):
+            shift = None if regularize is None else float(regularize)
+            if tau is None:
+                fn, args = self._function("acceleration_free", shift), (q, qd)
+            else:
+                fn, args = self._function("acceleration", shift), (q, qd, tau)
+            return mechanics.call_checked(fn, args, lambda: self._function("mass_matrix")(q, qd),
+                                          shift)
+
+        return self._dispatch("acceleration", graph, ("q", q), ("qd", qd), ("tau", tau), run=run)
 
     # -- fast numpy inference (lnn.fast; owned by the rollout-speed issue) ----------------
     @property
@@ -739,10 +739,8 @@ class LagrangianNetwork(keras.Model):
         tensor, shape ``(B, n)`` (``(n,)`` for a single state)
             The generalized force that produces ``qdd``.
         """
-        (q, qd, qdd), single, _ = self._prepare(("q", q), ("qd", qd), ("qdd", qdd))
-        if mechanics._is_symbolic(q):
-            return self._inverse_dynamics_graph(q, qd, qdd)
-        return mechanics._unbatch(self._function("inverse_dynamics")(q, qd, qdd), single)
+        return self._dispatch("inverse_dynamics", self._inverse_dynamics_graph,
+                              ("q", q), ("qd", qd), ("qdd", qdd))
 
     def energy(self, q, qd):
         """Energy ``E = qd . dL/dqd - L``.
@@ -755,10 +753,7 @@ class LagrangianNetwork(keras.Model):
         -------
         tensor, shape ``(B,)`` (scalar for a single state)
         """
-        (q, qd), single, _ = self._prepare(("q", q), ("qd", qd))
-        if mechanics._is_symbolic(q):
-            return self._energy_graph(q, qd)
-        return mechanics._unbatch(self._function("energy")(q, qd), single)
+        return self._dispatch("energy", self._energy_graph, ("q", q), ("qd", qd))
 
     def energy_rate(self, q, qd, qdd):
         """``dE/dt`` along ``(qd, qdd)`` by automatic differentiation.
