@@ -79,7 +79,9 @@ def main(argv=None) -> int:
                           batch_size=512, time_limit=5.0 if args.quick else args.time_limit, seed=0)
         accel = acceleration_error(model.numpy_acceleration(test_states.q, test_states.qd), test_states.qdd)
         try:
-            learned = lnn.rollout(model, q0, qd0, t, rtol=1e-8, atol=1e-9)
+            # float32 networks are smooth only to ~1e-7: tighter tolerances make the
+            # adaptive solver chase round-off (far more steps, no more accuracy).
+            learned = lnn.rollout(model, q0, qd0, t, rtol=1e-6, atol=1e-8)
         except lnn.IntegrationError as exc:
             rows.append((label, len(history.epoch), accel.median, float("nan")))
             print(f"{label}: rollout failed: {exc}")
