@@ -197,11 +197,7 @@ def run_demo(system, *, config: DemoConfig, output_dir="lnn-demo", seed: int = 0
     model.save(paths["model"])
 
     report(2, stages, "rolling out the learned and the true system, evaluating")
-    # float32 models are smooth only to ~1e-7: tighter tolerances make the
-    # adaptive solver chase round-off (many more steps, no more accuracy).
-    tolerance = {"rtol": 1e-6, "atol": 1e-8} if config.dtype == "float32" else {}
-    metrics = evaluate(model, held_out, true_system=system, n_rollouts=config.n_rollouts,
-                       **tolerance)
+    metrics = evaluate(model, held_out, true_system=system, n_rollouts=config.n_rollouts)
     metrics.to_csv(paths["metrics_csv"])
     true, learned = metrics.details["reference"], metrics.details["predicted"]
     pair = RolloutPair(true=true, learned=learned, metadata={

@@ -620,7 +620,7 @@ def _trajectory_of(data, rows, t) -> Trajectory:
 def evaluate(model, data, *, true_system=None, initial_states=None, n_rollouts: int = 40,
              duration: float = 10.0, dt: float = 0.1, seed: int = 0, threshold: float = 0.1,
              energy_scale: float | None = None, n_mass_samples: int = 2000,
-             method: str = "DOP853", rtol: float = 1e-8, atol: float = 1e-10,
+             method: str = "DOP853", rtol: float | None = None, atol: float | None = None,
              progress: Callable[..., None] | None = None) -> MetricsTable:
     """Evaluate a model against held-out data or a true system with every metric.
 
@@ -653,7 +653,9 @@ def evaluate(model, data, *, true_system=None, initial_states=None, n_rollouts: 
     n_mass_samples : int, keyword-only
         States (the first ones) at which the mass matrices are compared.
     method, rtol, atol : keyword-only
-        Passed to :func:`lnn.rollout` for both systems.
+        Passed to :func:`lnn.rollout` for both systems. Default tolerances:
+        ``rtol=1e-6, atol=1e-8`` for a float32 model (its vector field is
+        smooth only to ~1e-7), ``1e-8, 1e-10`` otherwise.
     progress : callable, optional, keyword-only
         ``progress(done, total, message)`` over the evaluation stages.
 
@@ -670,6 +672,11 @@ def evaluate(model, data, *, true_system=None, initial_states=None, n_rollouts: 
     """
     from lnn.integrate import rollout
 
+    # float32 models are smooth only to ~1e-7: tighter tolerances make the
+    # adaptive solver chase round-off (many more steps, no more accuracy).
+    single = str(getattr(model, "dtype", "float64")) == "float32"
+    rtol = (1e-6 if single else 1e-8) if rtol is None else rtol
+    atol = (1e-8 if single else 1e-10) if atol is None else atol
     n_rollouts = int(n_rollouts)
     if n_rollouts < 0:
         raise ValueError(f"n_rollouts must be >= 0, got {n_rollouts!r}")
