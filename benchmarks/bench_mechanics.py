@@ -8,7 +8,8 @@ hidden width 32 and 128. Methods:
   a        naive eager nested ``GradientTape`` + ``batch_jacobian`` (the seed
            questions' code: full mixed block, ``tf.linalg.solve``)
   b        ``tf.function`` of the engine (nested tapes, mixed term as a JVP,
-           Cholesky), called through its concrete function
+           Cholesky), called through its concrete function (``lnn.mechanics.fast_caller``, as every
+           compiled method here)
   c        (b) with ``jit_compile=True`` (XLA)
   d        forward-over-reverse Hessian (``ForwardAccumulator``), ``tf.function``
   d-xla    (d) with XLA
@@ -16,10 +17,13 @@ hidden width 32 and 128. Methods:
            ``tf.function``, concrete function
   e-xla    (e) with XLA
   e-hyb    (e) with XLA for the derivatives and TensorFlow's batched Cholesky
-           outside (what the package runs)
+           outside (under XLA, c/d-xla/e-xla factorise with the unrolled
+           Cholesky of ``lnn.mechanics.solve_cholesky``)
   package  the public call: ``model.mass_matrix(q, qd)`` / ``model.acceleration``
-           on numpy inputs (validation included); for the training step,
-           ``tf.function`` of a tape around ``model((q, qd))``
+           on numpy inputs (validation included: whole-XLA, unrolled Cholesky,
+           dispatched past TensorFlow's Python call path when no tape
+           records); for the training step, the gradient function ``lnn.fit``
+           compiles (XLA for this kinetic-potential model)
   f        JAX ``jit(vmap(...))`` of the LNN paper's code path (``jax.hessian``,
            ``jacobian(jacobian)`` mixed block, solve), same weights
   floor    a trivial ``tf.function`` (``q + qd``) called like the package
@@ -112,8 +116,8 @@ def naive_acceleration(lagrangian, q, qd):
 
 def compiled(fn, n, n_args, jit):
     spec = [tf.TensorSpec((None, n), tf.float32)] * n_args
-    return tf.function(fn, input_signature=spec, jit_compile=jit,
-                       autograph=False).get_concrete_function()
+    return mechanics.fast_caller(tf.function(fn, input_signature=spec, jit_compile=jit,
+                                             autograph=False).get_concrete_function())
 
 
 def train_step(qdd_fn, variables):
@@ -158,9 +162,28 @@ def tf_methods(model, n):
 
     methods["e-hyb"] = (methods["e-xla"][0], compiled(hybrid, n, 2, False),
                         compiled(train_step(hybrid, variables), n, 3, False))
-    package_step = compiled(train_step(lambda q, qd: model((q, qd)), variables), n, 3, False)
-    methods["package"] = (model.mass_matrix, model.acceleration, package_step)
+    methods["package"] = (model.mass_matrix, model.acceleration, package_train_step(model, n))
     return methods
+
+
+def package_train_step(model, n):
+    """The gradient computation ``lnn.fit`` compiles (its ``_Trainer``), on an L2 loss on qdd."""
+    from lnn.train import _Trainer
+
+    spec = [tf.TensorSpec((None, n), tf.float32)] * 4
+    trainer = _Trainer(model, {"acceleration-l2": 1.0}, n=n, dtype=tf.float32,
+                       scales={"qdd": 1.0}, strategy=tf.distribute.get_strategy(),
+                       optimizer=None, horizon=1, dt=1.0, signature=spec,
+                       jit_compile=model.kind == "kinetic-potential")  # fit's default
+    step = mechanics.fast_caller(trainer._local.get_concrete_function(*spec))
+    zeros = {}
+
+    def run(q, qd, target):
+        tau = zeros.get(q.shape)
+        if tau is None:
+            tau = zeros[q.shape] = tf.zeros_like(q)
+        return step(q, qd, target, tau)
+    return run
 
 
 # -- JAX peer ------------------------------------------------------------------------------

@@ -97,6 +97,33 @@ ACTIVATIONS: dict[str, tuple[Callable, Callable, Callable]] = {
 }
 
 
+def _value_slope_and_curvature(name: str, z):
+    """``(s(z), s'(z), s''(z))`` from one transcendental evaluation where possible.
+
+    For softplus, ``e = exp(-|z|)`` gives all three: ``s = max(z, 0) + log(1 + e)``
+    (``log``, not ``log1p``: the argument lies in ``[1, 2]``, so the absolute error
+    stays at rounding, and XLA's CPU ``log1p`` costs twice as much),
+    ``s' = sigmoid(z)`` and ``s'' = s'(1 - s')``.
+    """
+    if name == "softplus":
+        e = tf.exp(-tf.abs(z))
+        one_plus = 1.0 + e
+        p = 1.0 / one_plus  # sigmoid(|z|)
+        ep = e * p  # sigmoid(-|z|) = 1 - p
+        sig = tf.where(z >= 0, p, ep)
+        return tf.maximum(z, 0.0) + tf.math.log(one_plus), sig, ep * p
+    if name == "tanh":
+        t = tf.math.tanh(z)
+        d = 1.0 - t * t
+        return t, d, -2.0 * t * d
+    if name == "sigmoid":
+        s = tf.math.sigmoid(z)
+        d = s * (1.0 - s)
+        return s, d, d * (1.0 - 2.0 * s)
+    act, d1, d2 = ACTIVATIONS[name]
+    return act(z), d1(z), d2(z)
+
+
 def _slope_and_curvature(name: str, z):
     """``(s'(z), s''(z))`` sharing the common sigmoid/tanh evaluation."""
     if name == "softplus":
@@ -337,7 +364,6 @@ def scalar_derivatives(net: MLP, x, v, *, hessian: bool = True, x_tangent=None) 
     -------
     ScalarDerivatives
     """
-    act, d1, d2 = ACTIVATIONS[net.activation_name]
     # Read every variable once per trace (each read is an op in the graph).
     kernels = net.kernels()
     biases = [tf.convert_to_tensor(b) for b in net._biases]
@@ -348,15 +374,17 @@ def scalar_derivatives(net: MLP, x, v, *, hessian: bool = True, x_tangent=None) 
         z = z + tf.matmul(x, w_x)
     if w_v is not None:
         z = z + tf.matmul(v, w_v)
-    zs = [z]
-    hs = [act(z)]
-    for k, b in zip(kernels[:-1], biases):
-        zs.append(tf.matmul(hs[-1], k) + b)
-        hs.append(act(zs[-1]))
-    value = tf.matmul(hs[-1], kernels[-1])[:, 0]
+    zs, slopes, second = [z], [], []
+    for i in range(len(kernels)):
+        h, d1, d2 = _value_slope_and_curvature(net.activation_name, zs[-1])
+        slopes.append(d1)
+        second.append(d2)
+        z = tf.matmul(h, kernels[i])
+        if i < len(kernels) - 1:
+            zs.append(z + biases[i])
+    value = z[:, 0]
     if net.output_bias:
         value = value + biases[-1][0]
-    slopes, second = zip(*(_slope_and_curvature(net.activation_name, z) for z in zs))
     # Backward adjoints delta_l = dy/dh_l.
     deltas = [None] * len(zs)
     delta = tf.transpose(kernels[-1])  # (1, H_L), broadcasts over the batch

@@ -16,6 +16,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from lnn.mechanics import fast_caller
+
 __all__ = ["AccelerationMLP"]
 
 _ACTIVATIONS = ("softplus", "tanh", "sigmoid", "swish", "relu")
@@ -164,8 +166,8 @@ class AccelerationMLP(keras.Model):
         tau = np.zeros_like(q) if tau is None else np.broadcast_to(self._check("tau", tau), q.shape)
         if self._compiled is None:
             spec = tf.TensorSpec([None, self.n_dof], tf.as_dtype(self.dtype))
-            self._compiled = tf.function(lambda a, b, c: self((a, b, c)),
-                                         input_signature=[spec] * 3).get_concrete_function()
+            self._compiled = fast_caller(tf.function(lambda a, b, c: self((a, b, c)),
+                                                     input_signature=[spec] * 3).get_concrete_function())
         dtype = np.dtype(self.dtype)
         return self._compiled(tf.constant(q.astype(dtype)), tf.constant(qd.astype(dtype)),
                               tf.constant(np.ascontiguousarray(tau, dtype=dtype)))

@@ -39,7 +39,7 @@ import weakref
 import numpy as np
 from scipy.special import expit
 
-from lnn.mechanics import MassMatrixError, mass_matrix_health
+from lnn.mechanics import MassMatrixError, fast_caller, mass_matrix_health
 
 __all__ = ["FastLagrangian", "IndefiniteMassMatrixError", "acceleration_jacobian"]
 
@@ -559,7 +559,7 @@ def acceleration_jacobian(model, q, qd, tau=None) -> np.ndarray:
 
         signature = [spec, spec, spec] if tau is not None else [spec, spec]
         fn = tf.function(jacobian, input_signature=signature, autograph=False)
-        fn = fn.get_concrete_function()
+        fn = fast_caller(fn.get_concrete_function())
         per_model[key] = fn
     if q.shape[0] == 0:
         return np.zeros((0, n, 2 * n))

@@ -196,10 +196,30 @@ def _resolve_dtype(q, dtype):
     return dt
 
 
+_EagerTensor = type(tf.constant(0.0))
+
+
 def _check_batch(name: str, x, n: int | None, dtype, batch: int | None = None):
     """Validate one ``(B, n)`` input; return ``(tensor, was_single)``."""
     if x is None:
         raise ValueError(f"{name} is required, got None")
+    eager = type(x) is _EagerTensor
+    if (eager or type(x) is np.ndarray) and len(x.shape) == 2 and x.dtype == (
+            dtype if eager else dtype.as_numpy_dtype):
+        # The hot path (batches of the right dtype from an integrator, a script or a
+        # training loop): a few µs; an eager tensor is checked through its numpy view
+        # and passed on as it is.
+        arr = x.numpy() if eager else x
+        if n is not None and arr.shape[1] != n:
+            raise ValueError(f"{name} must have n_dof = {n} columns, got shape {arr.shape}")
+        if batch is not None and arr.shape[0] != batch:
+            raise ValueError(f"{name} has batch size {arr.shape[0]} but q has batch size {batch} "
+                             f"(shape {arr.shape})")
+        if not np.isfinite(arr).all():
+            bad = int(np.sum(~np.all(np.isfinite(arr), axis=1)))
+            raise ValueError(f"{name} contains NaN or infinite values in {bad} of {arr.shape[0]} "
+                             f"samples")
+        return (x if eager else tf.constant(x)), False
     if _is_symbolic(x):
         t = tf.cast(x, dtype) if x.dtype != dtype else x
         if t.shape.rank not in (None, 2):
@@ -279,6 +299,48 @@ def _resolver(fn):
     return lambda: func.__get__(ref())
 
 
+def fast_caller(concrete):
+    """A caller of a concrete function that skips TensorFlow's Python dispatch when it can.
+
+    Calling a ``ConcreteFunction`` costs 150-300 µs of Python on a small CPU
+    before any maths runs; most of it is spent deciding whether a gradient
+    tape is watching. When none is (no ``tf.GradientTape`` or
+    ``ForwardAccumulator`` active anywhere, checked by one C call per
+    call) and execution is eager, the returned callable runs the compiled
+    graph directly (about 90 µs saved per call, measured in
+    ``benchmarks/bench_mechanics.py``). Under a tape, or inside a graph, it
+    calls ``concrete`` itself, so gradients are recorded as usual.
+
+    Parameters
+    ----------
+    concrete : tf.types.experimental.ConcreteFunction
+        Traced with a flat signature of tensors only.
+
+    Returns
+    -------
+    callable
+        ``f(*tensors)`` with the same outputs as ``concrete(*tensors)``.
+    """
+    try:  # TensorFlow internals; fall back to the public call if they move.
+        from tensorflow.python.eager import record
+
+        atomic = concrete._inference_function
+        call = atomic.call_preflattened
+        could_record = record.could_possibly_record
+        executing_eagerly = tf.executing_eagerly
+        captures = list(concrete.captured_inputs)
+    except (ImportError, AttributeError):  # pragma: no cover - other TF versions
+        return concrete
+
+    def run(*args):
+        if could_record() or not executing_eagerly():
+            return concrete(*args)
+        return call(list(args) + captures)
+
+    run.concrete = concrete
+    return run
+
+
 def _compiled(fn, op: str, dtype, n: int, n_args: int, body, options=()):
     """The cached ``tf.function`` computing ``body(fn, *args)`` for one callable."""
     key = _cache_key(fn, op, dtype, n, options)
@@ -293,7 +355,7 @@ def _compiled(fn, op: str, dtype, n: int, n_args: int, body, options=()):
     traced = {2: lambda a, b: body(resolve(), a, b),
               3: lambda a, b, c: body(resolve(), a, b, c)}[n_args]
     function = tf.function(traced, input_signature=spec, autograph=False)
-    concrete = function.get_concrete_function()  # direct calls skip the dispatch
+    concrete = fast_caller(function.get_concrete_function())  # skips the dispatch
     _CACHE[key] = (function, concrete)
     owner, _ = _owner_and_func(fn)
     try:
@@ -406,14 +468,85 @@ def solve_cholesky(m, rhs, regularize=None):
     Returns
     -------
     tensor, shape ``(B, n)``
-        NaN where a factorisation failed under XLA; eager kernels raise
+        NaN where a factorisation failed under XLA (where, for ``n <=
+        UNROLLED_CHOLESKY_MAX_N``, the factorisation is unrolled); eager kernels raise
         ``tf.errors.InvalidArgumentError`` (the public functions turn both
         into :class:`MassMatrixError`).
     """
     if regularize:
         m = m + regularize * tf.eye(tf.shape(m)[-1], dtype=m.dtype)
+    n = m.shape[-1]
+    if n is not None and n <= UNROLLED_CHOLESKY_MAX_N and _in_xla_context():
+        return _solve_cholesky_unrolled(m, rhs)
     chol = tf.linalg.cholesky(m)
     return tf.linalg.cholesky_solve(chol, rhs[..., None])[..., 0]
+
+
+#: Largest ``n`` for which :func:`solve_cholesky` unrolls the factorisation
+#: under XLA (``n**3 / 6`` fused multiply-adds on batch vectors). XLA's CPU
+#: Cholesky is a loop of small kernels: at ``n = 7``, batch 1024, it took
+#: 9.9 ms against 1.9 ms unrolled for a whole acceleration (and TensorFlow's
+#: own kernel outside XLA 2.2 ms); see ``benchmarks/bench_mechanics.py``.
+UNROLLED_CHOLESKY_MAX_N = 12
+
+
+def _in_xla_context() -> bool:
+    """Whether the graph being traced will be compiled by XLA (``jit_compile=True``)."""
+    try:
+        from tensorflow.python.ops import control_flow_util
+    except ImportError:  # pragma: no cover - other TF versions
+        return False
+    graph = tf.compat.v1.get_default_graph()
+    return bool(control_flow_util.GraphOrParentsInXlaContext(graph))
+
+
+def _solve_cholesky_unrolled(m, rhs):
+    """``M x = rhs`` by a Cholesky factorisation written out entry by entry.
+
+    For a static, small ``n`` under XLA: every entry of ``L`` is an
+    elementwise expression over the batch, so XLA fuses the whole
+    factorisation and both triangular solves into a few loops. A matrix that
+    is not positive definite gives a NaN (square root of a negative pivot),
+    which the public functions report as :class:`MassMatrixError`.
+
+    Parameters
+    ----------
+    m : tensor, shape ``(B, n, n)``
+    rhs : tensor, shape ``(B, n)``
+
+    Returns
+    -------
+    tensor, shape ``(B, n)``
+    """
+    n = m.shape[-1]
+    entries = tf.unstack(tf.reshape(m, (-1, n * n)), axis=1)
+    b = tf.unstack(rhs, axis=1)
+    low = [[None] * n for _ in range(n)]  # low[i][j] = L_ij, j <= i
+    inv_diag = [None] * n
+    for j in range(n):
+        pivot = entries[j * n + j]
+        for k in range(j):
+            pivot = pivot - low[j][k] * low[j][k]
+        low[j][j] = tf.sqrt(pivot)
+        inv_diag[j] = 1.0 / low[j][j]
+        for i in range(j + 1, n):
+            value = entries[i * n + j]
+            for k in range(j):
+                value = value - low[i][k] * low[j][k]
+            low[i][j] = value * inv_diag[j]
+    y = [None] * n  # L y = rhs
+    for i in range(n):
+        value = b[i]
+        for k in range(i):
+            value = value - low[i][k] * y[k]
+        y[i] = value * inv_diag[i]
+    x = [None] * n  # L^T x = y
+    for i in reversed(range(n)):
+        value = y[i]
+        for k in range(i + 1, n):
+            value = value - low[k][i] * x[k]
+        x[i] = value * inv_diag[i]
+    return tf.stack(x, axis=-1)
 
 
 def _acceleration_body(fn, q, qd, tau, method, regularize):

@@ -527,10 +527,12 @@ class LagrangianNetwork(keras.Model):
     }
 
     #: Operations compiled with XLA when ``xla`` (measured faster in
-    #: ``benchmarks/bench_mechanics.py``). The accelerations compile the
-    #: derivatives with XLA and keep TensorFlow's batched Cholesky outside
-    #: (XLA's CPU Cholesky is the slower one).
-    _XLA_OPS = ("mass_matrix", "inverse_dynamics")
+    #: ``benchmarks/bench_mechanics.py``). Under XLA the accelerations solve
+    #: with an unrolled Cholesky factorisation for ``n <=
+    #: mechanics.UNROLLED_CHOLESKY_MAX_N`` (XLA's own CPU Cholesky is slow);
+    #: for larger ``n`` the derivatives are compiled with XLA and TensorFlow's
+    #: batched Cholesky runs outside.
+    _XLA_OPS = ("mass_matrix", "inverse_dynamics", "energy")
 
     def _function(self, op: str, regularize=None):
         key = (op, regularize)
@@ -540,7 +542,12 @@ class LagrangianNetwork(keras.Model):
             graph = getattr(self, method)
             jit = False
             if op.startswith("acceleration"):
-                if self.xla:
+                if self.xla and self.n_dof <= mechanics.UNROLLED_CHOLESKY_MAX_N:
+                    jit = True
+
+                    def solve(*args):
+                        return mechanics.solve_cholesky(*self._linear_system(*args), regularize)
+                elif self.xla:
                     system = tf.function(self._linear_system, jit_compile=True, autograph=False)
 
                     def solve(*args):
@@ -557,7 +564,7 @@ class LagrangianNetwork(keras.Model):
                     3: lambda a, b, c: graph(a, b, c)}[n_args]
             spec = [tf.TensorSpec((None, self.n_dof), self.dtype)] * n_args
             poly = tf.function(body, input_signature=spec, autograph=False, jit_compile=jit)
-            fn = (poly, poly.get_concrete_function())
+            fn = (poly, mechanics.fast_caller(poly.get_concrete_function()))
             self._functions[key] = fn
         return fn[1]
 

@@ -345,7 +345,7 @@ class _Trainer:
     """The compiled train and evaluation steps of one :func:`fit` call."""
 
     def __init__(self, model, weights, *, n: int, dtype, scales: dict, strategy,
-                 optimizer, horizon: int, dt: float, signature) -> None:
+                 optimizer, horizon: int, dt: float, signature, jit_compile: bool = False) -> None:
         self.model = model
         self.weights = weights
         self.terms = [k for k, w in weights.items() if w > 0]
@@ -361,6 +361,9 @@ class _Trainer:
         # The element spec of the (distributed) dataset: TensorSpecs with a None
         # batch dimension, or PerReplicaSpecs under a multi-replica strategy.
         self.signature = list(signature)
+        self.jit_compile = bool(jit_compile)
+        self._local = tf.function(self.local_gradients, jit_compile=self.jit_compile,
+                                  autograph=False)
         self._train = tf.function(self._distributed_train, input_signature=self.signature,
                                   autograph=False)
         self._eval = tf.function(self._distributed_eval, input_signature=self.signature,
@@ -416,16 +419,37 @@ class _Trainer:
         return sums, rows
 
     # -- steps ---------------------------------------------------------------
-    def _replica_train(self, *batch):
-        ctx = tf.distribute.get_replica_context()
+    def local_gradients(self, *batch):
+        """Term sums, rows and gradients of the weighted sum over one local batch.
+
+        The compiled heart of the train step (with XLA when the trainer's
+        ``jit_compile`` is on): a loss on the mechanics, differentiated twice.
+
+        Parameters
+        ----------
+        *batch : tensors
+            ``q, qd, qdd, tau`` of shape ``(B, n)`` (and the rollout windows).
+
+        Returns
+        -------
+        sums : dict of str to scalar tensor
+        rows : scalar tensor
+        grads : list of tensors, one per trainable variable
+        """
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
             sums, rows = self._replica_sums(batch, training=True)
-            global_rows = ctx.all_reduce(tf.distribute.ReduceOp.SUM, rows)
-            total = tf.add_n([self.weights[k] * sums[k] for k in self.terms]) / global_rows
+            total = tf.add_n([self.weights[k] * sums[k] for k in self.terms])
         grads = tape.gradient(total, variables)
         grads = [tf.zeros_like(v) if g is None else g for v, g in zip(variables, grads)]
         return {k: sums[k] for k in self.terms}, rows, grads
+
+    def _replica_train(self, *batch):
+        ctx = tf.distribute.get_replica_context()
+        sums, rows, grads = self._local(*batch)
+        # The loss is a mean over the global batch: scale the local sums' gradients.
+        global_rows = ctx.all_reduce(tf.distribute.ReduceOp.SUM, rows)
+        return sums, rows, [g / global_rows for g in grads]
 
     def _distributed_train(self, *batch):
         self.traces += 1  # Python side effect: runs once per tracing
@@ -534,6 +558,7 @@ def fit(
     restore_best: bool = True,
     tensorboard_dir=None,
     csv_log=None,
+    xla: bool | None = None,
 ) -> History:
     """Train a dynamics model on a dataset of states, accelerations and torques.
 
@@ -608,6 +633,12 @@ def fit(
     csv_log : str or Path, optional, keyword-only
         Write one CSV row per epoch there (appended when resuming; an existing
         file is otherwise refused).
+    xla : bool, optional, keyword-only
+        Compile the loss and its gradient with XLA (``jit_compile=True``).
+        Default: on for ``"kinetic-potential"`` :class:`lnn.LagrangianNetwork`
+        models with ``xla=True`` (the defaults; 1.3-1.6x faster steps after a
+        few seconds of compilation) unless the loss has a rollout term; the
+        optimizer update runs outside XLA either way.
 
     Returns
     -------
@@ -707,8 +738,15 @@ def fit(
                           horizon))
 
     signature = distribute(train, np.arange(min(n_train, batch_size))).element_spec
+    if xla is None:
+        # Measured (benchmarks/bench_mechanics.py, "train"): XLA makes the kinetic-potential
+        # step 1.3-1.6x faster after a 2-7 s compilation per batch shape; black-box models
+        # gain nothing, and the structured kind's forward-mode term recompiles on every step.
+        xla = (bool(getattr(model, "xla", False)) and getattr(model, "kind", None) == "kinetic-potential"
+               and weights.get("rollout", 0.0) <= 0)
     trainer = _Trainer(model, weights, n=n, dtype=dtype, scales=scales, strategy=strategy,
-                       optimizer=optimizer, horizon=horizon, dt=dt, signature=signature)
+                       optimizer=optimizer, horizon=horizon, dt=dt, signature=signature,
+                       jit_compile=xla)
 
     # History (restored when resuming from a checkpoint).
     log: dict[str, list] = {"epoch": [], "lr": [], "time": []}
