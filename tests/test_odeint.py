@@ -11,7 +11,7 @@ from scipy.integrate import solve_ivp
 
 import lnn.integrate
 import simulations
-from lnn.odeint import METHODS, odeint
+from lnn.odeint import METHODS, OdeintResult, odeint
 
 
 @dataclass(frozen=True, eq=False)
@@ -244,8 +244,6 @@ def test_learned_model_agrees_with_scipy_rollout_and_weight_gradient_matches():
     ours = odeint(model, Q0, QD0, t, method="rk4", substeps=4)
     np.testing.assert_allclose(ours.q.numpy(), truth.q, atol=1e-6)
     np.testing.assert_allclose(ours.energy.numpy(), truth.energy, atol=1e-5)
-    with pytest.raises(ValueError, match="independent of qd"):
-        odeint(model, Q0, QD0, t, method="verlet")
 
     weight = model.potential_net.w_x
     index = (1, 3)
@@ -282,3 +280,179 @@ def test_verlet_on_a_structured_learned_model_agrees_with_scipy_rollout():
     error_fine = np.abs(fine.q.numpy() - truth.q).max()
     assert error_fine < 2e-3
     assert 16 / 1.5 < error_coarse / error_fine < 16 * 1.5  # second order: 4x the steps, 1/16
+
+
+# ----------------------------------------------------------------------------- Verlet on any Lagrangian
+
+
+@pytest.fixture(scope="module")
+def damped_models():
+    """One damped float64 model per kind, shared so that the compiled rollouts are reused."""
+    return {kind: _learned_double_pendulum(kind) for kind in ("kinetic-potential", "black-box")}
+
+
+@pytest.mark.parametrize("kind", ["kinetic-potential", "black-box"])
+def test_verlet_on_a_learned_lagrangian_is_second_order_and_agrees_with_rk4(damped_models, kind):
+    """p = dL/dqd with qd-dependent M (and damping): global error slope 2, RK4 agreement."""
+    model = damped_models[kind]
+    truth = lnn.integrate.rollout(model, Q0, QD0, np.array([0.0, 1.0]), rtol=1e-12, atol=1e-12)
+    reference = np.concatenate([truth.q[:, -1], truth.qd[:, -1]], 1)
+    steps, errors = [], []
+    for n_steps in (10, 20, 40):  # one compiled rollout: only the grid changes
+        trajectory = odeint(model, Q0, QD0, np.linspace(0.0, 1.0, n_steps + 1), method="verlet")
+        errors.append(np.abs(_final_state(trajectory) - reference).max())
+        steps.append(1.0 / n_steps)
+    slope = np.polyfit(np.log(steps), np.log(errors), 1)[0]
+    assert abs(slope - 2.0) < 0.2, (slope, errors)
+
+    t = np.linspace(0.0, 1.0, 81)
+    verlet = odeint(model, Q0, QD0, t, method="verlet")
+    rk4 = odeint(model, Q0, QD0, t, method="rk4")
+    np.testing.assert_allclose(verlet.q.numpy(), rk4.q.numpy(), rtol=0, atol=5e-4)
+    np.testing.assert_allclose(verlet.qd.numpy(), rk4.qd.numpy(), rtol=0, atol=2e-3)
+    np.testing.assert_allclose(verlet.energy.numpy(), rk4.energy.numpy(), rtol=0, atol=2e-3)
+    assert verlet.nfev == (3 * 4 + 4) * 80 + 81
+
+
+class _WithoutLagrangian:
+    """A view of a model without ``lagrangian``: odeint's Verlet then uses ``p = M(q) qd``."""
+
+    def __init__(self, model):
+        self._model = model
+        self.n_dof, self.dtype = model.n_dof, model.dtype
+        self.mass_matrix, self.acceleration = model.mass_matrix, model.acceleration
+        self.energy = model.energy
+
+
+def test_verlet_through_dl_dqd_reduces_to_the_mass_matrix_form_for_a_structured_model():
+    """M independent of qd: Newton on p = M qd is exact, so both forms give the same steps."""
+    model = _learned_double_pendulum("structured")
+    t = np.linspace(0.0, 1.0, 21)
+    general = odeint(model, Q0, QD0, t, method="verlet")
+    by_mass = odeint(_WithoutLagrangian(model), Q0, QD0, t, method="verlet")
+    np.testing.assert_allclose(general.q.numpy(), by_mass.q.numpy(), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(general.qd.numpy(), by_mass.qd.numpy(), rtol=0, atol=1e-11)
+
+
+@pytest.mark.slow
+def test_verlet_energy_bounded_on_a_conservative_learned_model_while_rk4_drifts():
+    """10^4 steps on a convex kinetic-potential model without damping (its energy is a first
+    integral): Verlet's error stays bounded (a one-degree-of-freedom model is integrable, so
+    the error oscillates), RK4's grows."""
+    from lnn.models import LagrangianNetwork
+
+    model = LagrangianNetwork(1, kind="kinetic-potential", hidden=(8, 8), angular=(True,),
+                              convex=True, dtype="float64", seed=4)
+    rng = np.random.default_rng(4)
+    model.adapt(rng.uniform(-np.pi, np.pi, (64, 1)), rng.normal(size=(64, 1)))
+    q0, qd0 = rng.uniform(-1.0, 1.0, (2, 1)), rng.uniform(-0.5, 0.5, (2, 1))
+    t = 0.05 * np.arange(10_001)
+    third = t.shape[0] // 3
+    growth = {}
+    for method in METHODS:
+        energy = odeint(model, q0, qd0, t, method=method).energy.numpy()
+        error = np.abs(energy - energy[:, :1])
+        growth[method] = error[:, -third:].max(axis=1) / error[:, :third].max(axis=1)
+        if method == "verlet":
+            assert error.max() < 1e-2  # O(h^2), against |E| ~ 4
+    assert np.all(growth["verlet"] < 1.2), growth
+    assert np.all(growth["rk4"] > 2.0), growth
+
+
+def test_verlet_gradients_through_a_learned_lagrangian_match_finite_differences(damped_models):
+    """d loss / d q0 and d loss / d (a kinetic-network weight) through 5 Verlet steps."""
+    model = damped_models["kinetic-potential"]
+    weight = model.kinetic_net.w_v
+    index = (1, 2)
+    t = np.linspace(0.0, 0.5, 6)
+
+    def loss(q_init):
+        trajectory = odeint(model, q_init, QD0, t, method="verlet")
+        return tf.reduce_sum(trajectory.q[:, -1] ** 2) + tf.reduce_sum(trajectory.qd[:, -1] ** 2)
+
+    q0 = tf.constant(Q0)
+    with tf.GradientTape() as tape:
+        tape.watch(q0)
+        value = loss(q0)
+    grad_q0, grad_weight = tape.gradient(value, [q0, weight])
+    eps = 1e-6
+    for i in range(2):
+        e = np.zeros_like(Q0)
+        e[0, i] = eps
+        fd = (loss(q0 + e) - loss(q0 - e)).numpy() / (2 * eps)
+        np.testing.assert_allclose(grad_q0.numpy()[0, i], fd, rtol=1e-6, atol=1e-8)
+    original = weight.numpy()
+    shifted = []
+    for sign in (1.0, -1.0):
+        trial = original.copy()
+        trial[index] += sign * eps
+        weight.assign(trial)
+        shifted.append(loss(q0).numpy())
+    weight.assign(original)
+    np.testing.assert_allclose(grad_weight.numpy()[index], (shifted[0] - shifted[1]) / (2 * eps),
+                               rtol=1e-6, atol=1e-8)
+
+
+# ----------------------------------------------------------------------------- inside tf.function
+
+
+def test_inside_a_tf_function_with_unknown_batch_returns_tensors_and_traces_once():
+    """None batch dimension: an OdeintResult, the eager values and weight gradients, one trace."""
+    model = _learned_double_pendulum("kinetic-potential")
+    t = np.linspace(0.0, 0.5, 6)
+    spec = tf.TensorSpec((None, 2), tf.float64)
+
+    @tf.function(input_signature=[spec, spec, tf.TensorSpec((None, None, 2), tf.float64)])
+    def loss_and_gradients(q0, qd0, tau):
+        with tf.GradientTape() as tape:
+            result = odeint(model, q0, qd0, t, method="rk4", tau=tau)
+            loss = tf.reduce_sum(result.q[:, -1] ** 2) + tf.reduce_sum(result.energy[:, -1])
+        assert isinstance(result, OdeintResult) and result.method == "rk4"
+        assert result.q.shape.as_list() == [None, 6, 2] and result.energy.shape.as_list() == [None, 6]
+        return loss, tape.gradient(loss, model.trainable_variables)
+
+    rng = np.random.default_rng(7)
+    weight, index, eps = model.potential_net.w_x, (1, 3), 1e-6
+    original = weight.numpy()
+    for batch in (1, 3, 4):
+        q0, qd0 = rng.normal(size=(batch, 2)), rng.normal(size=(batch, 2))
+        tau = rng.normal(size=(batch, 6, 2))
+        loss, grads = loss_and_gradients(q0, qd0, tau)
+        eager = odeint(model, q0, qd0, t, method="rk4", tau=tau)
+        expected = tf.reduce_sum(eager.q[:, -1] ** 2) + tf.reduce_sum(eager.energy[:, -1])
+        np.testing.assert_allclose(loss.numpy(), expected.numpy(), rtol=1e-12)
+        shifted = []
+        for sign in (1.0, -1.0):
+            trial = original.copy()
+            trial[index] += sign * eps
+            weight.assign(trial)
+            shifted.append(loss_and_gradients(q0, qd0, tau)[0].numpy())
+        weight.assign(original)
+        (grad,) = [g for g, v in zip(grads, model.trainable_variables) if v is weight]
+        np.testing.assert_allclose(grad.numpy()[index], (shifted[0] - shifted[1]) / (2 * eps),
+                                   rtol=1e-6, atol=1e-9)
+    assert loss_and_gradients.experimental_get_tracing_count() == 1
+
+
+def test_inside_a_tf_function_symbolic_times_and_shapes_are_checked_when_the_graph_runs():
+    spec = tf.TensorSpec((None, 2), tf.float64)
+
+    @tf.function(input_signature=[spec, spec, tf.TensorSpec((None,), tf.float64)])
+    def final_q(q0, qd0, t):
+        return odeint(SYSTEM, q0, qd0, t, method="verlet").q[:, -1]
+
+    t = np.linspace(0.0, 0.5, 11)
+    np.testing.assert_allclose(final_q(Q0, QD0, t).numpy(),
+                               odeint(SYSTEM, Q0, QD0, t, method="verlet").q.numpy()[:, -1],
+                               rtol=0, atol=1e-14)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="strictly increasing"):
+        final_q(Q0, QD0, t[::-1])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="same batch size"):
+        final_q(Q0, QD0[:1], t)
+
+    @tf.function(input_signature=[tf.TensorSpec((None, 3), tf.float64)] * 2)
+    def wrong_width(q0, qd0):
+        return odeint(SYSTEM, q0, qd0, t).q
+
+    with pytest.raises(ValueError, match=r"q0 must have shape \(B, 2\)"):
+        wrong_width.get_concrete_function()
