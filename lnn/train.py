@@ -874,7 +874,9 @@ def fit(
             summary.flush()
         if progress is not None:
             progress(epoch + 1, epochs, _message(epoch, train_log, val_log))
-        epoch_seconds = time.monotonic() - epoch_start
+        # The first epoch of a call includes tracing and XLA compilation (seconds for
+        # a large model): it does not predict the next one, which the in-batch check bounds.
+        epoch_seconds = time.monotonic() - epoch_start if epoch > first_epoch else None
         stop = False
         for callback in callbacks:
             stop = bool(callback(epoch, row)) or stop
