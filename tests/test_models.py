@@ -13,7 +13,7 @@ import tensorflow as tf
 
 import lnn
 from lnn import mechanics
-from lnn._mlp import ACTIVATIONS, _slope_and_curvature
+from lnn._mlp import ACTIVATIONS, _slope_and_curvature, _value_slope_and_curvature
 from lnn.models import LagrangianNetwork, load_model
 
 ANGULAR = (True, False, True)
@@ -63,6 +63,35 @@ def test_activation_derivatives_match_autodiff(name):
     np.testing.assert_allclose(curvature.numpy(), d2.numpy(), rtol=1e-10, atol=1e-14)
     np.testing.assert_allclose(ACTIVATIONS[name][1](z).numpy(), d1.numpy(), rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(ACTIVATIONS[name][2](z).numpy(), d2.numpy(), rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+def test_shared_value_slope_curvature_equal_the_separate_ones(name):
+    z = tf.constant(np.concatenate([np.linspace(-40.0, 40.0, 81), [-1e-300, 0.0, 1e-300]]))
+    value, slope, curvature = _value_slope_and_curvature(name, z)
+    np.testing.assert_allclose(value.numpy(), ACTIVATIONS[name][0](z).numpy(), rtol=1e-15, atol=1e-15)
+    np.testing.assert_allclose(slope.numpy(), ACTIVATIONS[name][1](z).numpy(), rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(curvature.numpy(), ACTIVATIONS[name][2](z).numpy(), rtol=1e-13,
+                               atol=1e-15)
+
+
+@pytest.mark.parametrize("xla", [False, True])
+def test_public_calls_under_a_tape_give_weight_gradients(xla):
+    # The compiled calls skip TensorFlow's call path only when no tape records.
+    model = _model("kinetic-potential", hidden=(6, 5), convex=True, xla=xla)
+    q, qd, _ = _states(batch=4, seed=3)
+    with tf.GradientTape(persistent=True) as tape:
+        compiled = {"M": tf.reduce_sum(model.mass_matrix(q, qd) ** 2),
+                    "qdd": tf.reduce_sum(model.acceleration(q, qd) ** 2)}
+        graph = {"M": tf.reduce_sum(_eager(model._mass_matrix_graph, q, qd) ** 2),
+                 "qdd": tf.reduce_sum(_eager(model._acceleration_graph, q, qd) ** 2)}
+    for key in compiled:
+        got = tape.gradient(compiled[key], model.trainable_variables)
+        want = tape.gradient(graph[key], model.trainable_variables)
+        assert sum(g is not None for g in got) == sum(w is not None for w in want) > 0
+        for g, w in zip(got, want):
+            if w is not None:
+                np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-9, atol=1e-12)
 
 
 def _eager(body, *args):
