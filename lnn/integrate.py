@@ -243,7 +243,9 @@ def odeint(system, q0, qd0, t, *, method: str = "rk4", tau=None) -> Trajectory:
     Returns
     -------
     Trajectory
-        ``q, qd, qdd, tau (B, T, n)``, ``energy (B, T)``.
+        ``q, qd, qdd, tau (B, T, n)``, ``energy (B, T)``; inside a
+        ``tf.function``, a :class:`lnn.odeint.OdeintResult` of tensors with the
+        same fields (see :func:`lnn.odeint.odeint`).
     """
     from lnn.odeint import odeint as _odeint
 

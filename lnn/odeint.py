@@ -76,7 +76,7 @@ _CACHE: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
 _ZERO = tf.UnconnectedGradients.ZERO
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class OdeintResult:
     """The rollout of :func:`odeint` as tensors (what it returns inside a ``tf.function``).
 
@@ -231,8 +231,6 @@ def odeint(
         energy.set_shape((batch, n_t))
         return OdeintResult(t=t_tensor, q=q, qd=qd, qdd=qdd, tau=tau_out, energy=energy,
                             method=method)
-    if t_np is None:  # an eager tensor always has a value; defensive only
-        t_np = t_tensor.numpy().astype(np.float64)
     return Trajectory(
         t=t_np, q=q, qd=qd, qdd=qdd, tau=tau_out, energy=energy,
         nfev=_evaluations(system, method, int(iterations)) * int(substeps) * (t_np.shape[0] - 1)
@@ -486,7 +484,9 @@ def _mass_and_rate(system, q, qd):
 
 
 def _verlet_step(system, state, s, h, force: Callable, iterations: int):
-    """One Störmer–Verlet (generalized leapfrog) step through ``p = M(q) qd`` (no ``lagrangian``).
+    """One Störmer–Verlet (generalized leapfrog) step through ``p = M(q) qd``.
+
+    For systems without ``lagrangian`` (see :func:`_lagrangian_verlet_step`).
 
     With ``g(q, v, s) = dL/dq + tau = M qdd + Ṁ v``::
 

@@ -408,7 +408,8 @@ def test_inside_a_tf_function_with_unknown_batch_returns_tensors_and_traces_once
             result = odeint(model, q0, qd0, t, method="rk4", tau=tau)
             loss = tf.reduce_sum(result.q[:, -1] ** 2) + tf.reduce_sum(result.energy[:, -1])
         assert isinstance(result, OdeintResult) and result.method == "rk4"
-        assert result.q.shape.as_list() == [None, 6, 2] and result.energy.shape.as_list() == [None, 6]
+        assert result.q.shape.as_list() == [None, 6, 2]
+        assert result.energy.shape.as_list() == [None, 6]
         return loss, tape.gradient(loss, model.trainable_variables)
 
     rng = np.random.default_rng(7)
