@@ -313,6 +313,13 @@ def test_verlet_on_a_learned_lagrangian_is_second_order_and_agrees_with_rk4(damp
     np.testing.assert_allclose(verlet.energy.numpy(), rk4.energy.numpy(), rtol=0, atol=2e-3)
     assert verlet.nfev == (3 * 4 + 4) * 80 + 81
 
+    tau = np.stack([0.5 * np.sin(3 * t), 0.2 * t], axis=-1)  # (T, 2), same compiled rollouts
+    forced = odeint(model, Q0, QD0, t, method="verlet", tau=tau)
+    assert np.abs(forced.q.numpy() - verlet.q.numpy()).max() > 1e-2
+    np.testing.assert_allclose(forced.q.numpy(),
+                               odeint(model, Q0, QD0, t, method="rk4", tau=tau).q.numpy(),
+                               rtol=0, atol=5e-4)
+
 
 class _WithoutLagrangian:
     """A view of a model without ``lagrangian``: odeint's Verlet then uses ``p = M(q) qd``."""
