@@ -403,9 +403,9 @@ def test_verlet_gradients_through_a_learned_lagrangian_match_finite_differences(
 # ----------------------------------------------------------------------------- inside tf.function
 
 
-def test_inside_a_tf_function_with_unknown_batch_returns_tensors_and_traces_once():
+def test_inside_a_tf_function_with_unknown_batch_returns_tensors_and_traces_once(damped_models):
     """None batch dimension: an OdeintResult, the eager values and weight gradients, one trace."""
-    model = _learned_double_pendulum("kinetic-potential")
+    model = damped_models["kinetic-potential"]
     t = np.linspace(0.0, 0.5, 6)
     spec = tf.TensorSpec((None, 2), tf.float64)
 
