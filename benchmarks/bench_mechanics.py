@@ -29,7 +29,9 @@ hidden width 32 and 128. Methods:
   floor    a trivial ``tf.function`` (``q + qd``) called like the package
            (numpy in): the dispatch floor
 
-Methods are timed round-robin (one call each per round, in a shuffled order) so that a shared,
+Every method is called on the same float32 numpy arrays each time (fresh
+tensors for TensorFlow, numpy arrays for JAX), as a script or an integrator
+calls them. Methods are timed round-robin (one call each per round, in a shuffled order) so that a shared,
 noisy machine slows them alike; (a) is timed apart (seconds per call).
 Columns: median time per call, ratio to (a) and to (f). Run
 ``python benchmarks/bench_mechanics.py`` (5-10 minutes on 2 cores: XLA
@@ -273,23 +275,29 @@ def main(argv=None) -> int:
                 qd_np = rng.normal(0, 1, (batch, n)).astype(np.float32)
                 target_np = rng.normal(0, 1, (batch, n)).astype(np.float32)
                 q, qd, target = (tf.constant(a) for a in (q_np, qd_np, target_np))
+                const = tf.constant
                 for qi, quantity in enumerate(("M", "qdd", "train")):
                     calls = {}
+                    # Every method takes the same numpy arrays each call (as a user's script
+                    # or an integrator does): the TF methods convert them to fresh tensors,
+                    # the package converts and validates them, JAX converts them itself.
                     for name, fns in methods.items():
                         fn = fns[qi]
-                        if name == "package" and quantity != "train":
+                        if name == "a":
+                            calls[name] = ((lambda fn=fn: fn(q, qd, target)) if quantity == "train"
+                                           else (lambda fn=fn: fn(q, qd)))
+                        elif name == "package" and quantity != "train":
                             calls[name] = (lambda fn=fn: fn(q_np, qd_np))
                         elif quantity == "train":
-                            calls[name] = (lambda fn=fn: fn(q, qd, target))
+                            calls[name] = (lambda fn=fn: fn(const(q_np), const(qd_np),
+                                                            const(target_np)))
                         else:
-                            calls[name] = (lambda fn=fn: fn(q, qd))
+                            calls[name] = (lambda fn=fn: fn(const(q_np), const(qd_np)))
                     naive = calls.pop("a")
                     if peer is not None:
-                        import jax.numpy as jnp
                         p, (jm, ja, jt) = peer
-                        jq, jqd, jtg = jnp.asarray(q_np), jnp.asarray(qd_np), jnp.asarray(target_np)
-                        calls["f"] = {"M": lambda: jm(p, jq, jqd), "qdd": lambda: ja(p, jq, jqd),
-                                      "train": lambda: jt(p, jq, jqd, jtg)}[quantity]
+                        calls["f"] = {"M": lambda: jm(p, q_np, qd_np), "qdd": lambda: ja(p, q_np, qd_np),
+                                      "train": lambda: jt(p, q_np, qd_np, target_np)}[quantity]
                     if quantity != "train":
                         calls["floor"] = lambda: trivial(q_np, qd_np)
                     times = {}
