@@ -69,6 +69,10 @@ ANCHORS = {
 # (8, 8, 6, 6, 2, 2, 1) N m drove the light wrist joints (M_77 = 0.007 kg m^2) to 200 rad/s and
 # 5000 rad/s^2, with held-out trajectories far outside the training distribution.
 PANDA_AMPLITUDE = (0.65, 1.0, 0.43, 0.47, 0.02, 0.025, 0.005)
+# Case 2, per model (see the notes of case_arm): shares of the case budget, widths, peak learning rates.
+ARM_SHARES = {"structured": 0.5, "kinetic-potential": 0.5}
+ARM_HIDDEN = {"structured": (64, 64), "kinetic-potential": (64, 64)}
+ARM_LEARNING_RATE = {"structured": 1e-2, "kinetic-potential": 4e-2}
 DP_SCALE = 29.4  # g (m1 l1 + m2 (l1 + l2)): the double pendulum's maximum potential energy
 
 
@@ -214,8 +218,15 @@ def case_mlp(args, results, rows):
     ]
 
 
+def _by_kind(option, kind):
+    """``option[kind]`` for a dict keyed by model kind (others are loss-weight dicts), else ``option``."""
+    if isinstance(option, dict) and kind in option:
+        return option[kind]
+    return option
+
+
 def _torque_case(system, *, n_trajectories, duration, dt, amplitude, kinds, args, hidden=(128, 128),
-                 loss="torque", learning_rate=3e-3):
+                 loss="torque", learning_rate=3e-3, shares=None):
     from lnn import metrics
     from lnn.models import LagrangianNetwork
     from lnn.train import fit
@@ -227,15 +238,16 @@ def _torque_case(system, *, n_trajectories, duration, dt, amplitude, kinds, args
                     tau="gravity-sinusoids", amplitude=amplitude)
     parts = data.split(fractions=(0.8, 0.1, 0.1), seed=0)
     out = {}
-    budget = args.budget / len(kinds)  # the case's budget is shared by its models
     for kind in kinds:
-        model = LagrangianNetwork(system.n_dof, kind=kind, hidden=hidden, angular=data.angular,
-                                  dtype="float32", seed=0)
+        # The case's budget is shared by its models: equally, or by the fractions ``shares``.
+        budget = args.budget * (shares[kind] if shares else 1.0 / len(kinds))
+        # hidden, loss and learning_rate: one value for all kinds, or a dict by kind.
+        model = LagrangianNetwork(system.n_dof, kind=kind, hidden=_by_kind(hidden, kind),
+                                  angular=data.angular, dtype="float32", seed=0)
         start = time.monotonic()
-        term = loss[kind] if isinstance(loss, dict) and kind in loss else loss
-        history = fit(model, parts.train, loss=term, epochs=100_000, batch_size=512,
-                      learning_rate=learning_rate, validation=parts.validation, seed=0,
-                      time_limit=budget)
+        history = fit(model, parts.train, loss=_by_kind(loss, kind), epochs=100_000, batch_size=512,
+                      learning_rate=_by_kind(learning_rate, kind), validation=parts.validation,
+                      seed=0, time_limit=budget)
         seconds = time.monotonic() - start
         test = parts.test
         tau = _float64_copy(model).inverse_dynamics(test.q, test.qd, test.qdd).numpy()
@@ -249,18 +261,20 @@ def case_arm(args, results, rows):
     arm = simulations.PlanarArm()
     out = _torque_case(arm, n_trajectories=args.trajectories, duration=5.0, dt=0.01,
                        amplitude=(2.0, 0.7),
-                       kinds=("structured", "kinetic-potential"), args=args,
+                       kinds=("structured", "kinetic-potential"), args=args, shares=ARM_SHARES,
+                       hidden=ARM_HIDDEN, learning_rate=ARM_LEARNING_RATE,
                        loss={"structured": {"torque": 1.0, "acceleration": 1.0},
                              "kinetic-potential": "torque"})
     s_err, s_sec, s_ep, n = out["structured"]
     k_err, k_sec, k_ep, _ = out["kinetic-potential"]
-    ratio = k_err.mse / s_err.mse
+    ratio = k_err.mse / ANCHORS["arm_torque_mse"]  # the issue's "within 3x" of DeLaN's figure
+    results.update(arm_structured_mse=s_err.mse, arm_kinetic_potential_mse=k_err.mse)
     rows += [
         ("2 planar arm (structured)", f"torque MSE ({n} samples)", s_err.mse, "4.33e-4 (DeLaN)",
          s_err.mse < ANCHORS["arm_torque_mse"], s_sec, s_ep),
         ("2 planar arm (kinetic-pot.)", "torque MSE", k_err.mse, "-", None, k_sec, k_ep),
-        ("2 planar arm", "kinetic-potential / structured MSE", ratio, "<= 3", ratio <= ANCHORS["arm_kp_ratio"],
-         s_sec + k_sec, s_ep + k_ep),
+        ("2 planar arm (kinetic-pot.)", "torque MSE / DeLaN's 4.33e-4", ratio, "<= 3",
+         ratio <= ANCHORS["arm_kp_ratio"], k_sec, k_ep),
     ]
 
 
@@ -282,6 +296,8 @@ def case_panda(args, results, rows):
                        loss={"structured": {"torque": 1.0, "acceleration": 1.0}, "kinetic-potential": "torque",
                              "black-box": "torque"})
     err, sec, ep, n = out[args.panda_kind]
+    results.update(panda_kind=args.panda_kind, panda_nmse=err.nmse, panda_torque_mse=err.mse,
+                   panda_nmse_per_joint=[float(x) for x in err.nmse_per_joint])
     label = f"3 Panda 7-DOF ({args.panda_kind[:14]})"
     rows.append((label, f"normalised torque MSE ({n} samples)", err.nmse,
                  "< 0.01 (target)", err.nmse < ANCHORS["panda_nmse"], sec, ep))
