@@ -218,7 +218,7 @@ def rollout(system, q0, qd0, t, *, tau=None, tau_interpolation: str = "linear",
     )
 
 
-def odeint(system, q0, qd0, t, *, method: str = "rk4", tau=None) -> Trajectory:
+def odeint(system, q0, qd0, t, *, method: str = "rk4", tau=None, **options) -> Trajectory:
     """Fixed-step, differentiable rollout in TensorFlow (lazy wrapper of :mod:`lnn.odeint`).
 
     Imports TensorFlow only when called, so that :mod:`lnn.integrate` stays
@@ -237,8 +237,10 @@ def odeint(system, q0, qd0, t, *, method: str = "rk4", tau=None) -> Trajectory:
         The fixed-step scheme (see :func:`lnn.odeint.odeint`), ``"rk4"`` by
         default.
     tau : None, array_like ``(T, n)`` or ``(B, T, n)``, or callable, optional
-        Generalized forces, as in :func:`lnn.odeint.odeint` (which also has
-        the sub-stepping and compilation options).
+        Generalized forces, as in :func:`lnn.odeint.odeint`.
+    **options
+        The other keyword-only options of :func:`lnn.odeint.odeint`
+        (``substeps``, ``iterations``, ``jit_compile``).
 
     Returns
     -------
@@ -249,7 +251,7 @@ def odeint(system, q0, qd0, t, *, method: str = "rk4", tau=None) -> Trajectory:
     """
     from lnn.odeint import odeint as _odeint
 
-    return _odeint(system, q0, qd0, t, method=method, tau=tau)
+    return _odeint(system, q0, qd0, t, method=method, tau=tau, **options)
 
 
 # ----------------------------------------------------------------------------- internals

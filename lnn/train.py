@@ -396,15 +396,14 @@ class _Trainer:
             residual = (power - tf.reduce_sum(qd * force, axis=-1)) / self.scales["power"]
             out["energy"] = tf.square(residual)
         if "rollout" in self.terms:
-            # lnn.odeint's compiled RK4 rollout, called directly: odeint() itself wraps
-            # its result in a Trajectory, which needs static shapes (None here).
-            from lnn.odeint import _integrator
+            # lnn.odeint's RK4, differentiable; inside this traced step it returns an
+            # OdeintResult of tensors (batch dimension None).
+            from lnn.odeint import odeint
 
             q_win, qd_win, tau_win = windows
-            run = _integrator(model, method="rk4", substeps=1, iterations=1, controller=None,
-                              jit_compile=False, n=self.n, dtype=self.dtype)
-            t = tf.constant(np.arange(self.horizon + 1) * self.dt, dtype=self.dtype)
-            q_path, qd_path = run(q_win[:, 0], qd_win[:, 0], t, tau_win)[:2]
+            t = np.arange(self.horizon + 1) * self.dt
+            path = odeint(model, q_win[:, 0], qd_win[:, 0], t, method="rk4", tau=tau_win)
+            q_path, qd_path = path.q, path.qd
             zq = (q_path[:, 1:] - q_win[:, 1:]) / self.scales["q"]
             zv = (qd_path[:, 1:] - qd_win[:, 1:]) / self.scales["qd"]
             out["rollout"] = 0.5 * (tf.reduce_mean(tf.square(zq), axis=[1, 2])
