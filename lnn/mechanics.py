@@ -203,23 +203,6 @@ def _check_batch(name: str, x, n: int | None, dtype, batch: int | None = None):
     """Validate one ``(B, n)`` input; return ``(tensor, was_single)``."""
     if x is None:
         raise ValueError(f"{name} is required, got None")
-    eager = type(x) is _EagerTensor
-    if (eager or type(x) is np.ndarray) and len(x.shape) == 2 and x.dtype == (
-            dtype if eager else dtype.as_numpy_dtype):
-        # The hot path (batches of the right dtype from an integrator, a script or a
-        # training loop): a few µs; an eager tensor is checked through its numpy view
-        # and passed on as it is.
-        arr = x.numpy() if eager else x
-        if n is not None and arr.shape[1] != n:
-            raise ValueError(f"{name} must have n_dof = {n} columns, got shape {arr.shape}")
-        if batch is not None and arr.shape[0] != batch:
-            raise ValueError(f"{name} has batch size {arr.shape[0]} but q has batch size {batch} "
-                             f"(shape {arr.shape})")
-        if not np.isfinite(arr).all():
-            bad = int(np.sum(~np.all(np.isfinite(arr), axis=1)))
-            raise ValueError(f"{name} contains NaN or infinite values in {bad} of {arr.shape[0]} "
-                             f"samples")
-        return (x if eager else tf.constant(x)), False
     if _is_symbolic(x):
         t = tf.cast(x, dtype) if x.dtype != dtype else x
         if t.shape.rank not in (None, 2):
@@ -247,8 +230,39 @@ def _check_batch(name: str, x, n: int | None, dtype, batch: int | None = None):
     return tf.constant(arr.astype(dtype.as_numpy_dtype, copy=False)), single
 
 
+def _plain_inputs(names_values, dtype, n):
+    """Tensors of the inputs when all are finite ``(B, n)`` batches of ``dtype``, else None.
+
+    The common call (numpy batches from an integrator or a script, eager
+    tensors from a training loop) in a few µs: numpy arrays become tensors,
+    eager tensors pass as they are (checked through their numpy view).
+    Anything else returns None and goes through the full checks, which also
+    word the errors.
+    """
+    np_dtype = dtype.as_numpy_dtype
+    shape = None
+    out = []
+    for _, x in names_values:
+        if x is None:
+            out.append(None)
+            continue
+        eager = type(x) is _EagerTensor
+        if not (eager or type(x) is np.ndarray) or x.dtype != (dtype if eager else np_dtype):
+            return None
+        arr = x.numpy() if eager else x
+        if arr.ndim != 2 or (shape is not None and arr.shape != shape) or (
+                n is not None and arr.shape[1] != n) or not np.isfinite(arr).all():
+            return None
+        shape = arr.shape
+        out.append(x if eager else tf.constant(arr))
+    return out
+
+
 def _inputs(names_values, dtype, *, n=None):
     """Check several inputs against the first; return tensors, single flag, n."""
+    plain = _plain_inputs(names_values, dtype, n)
+    if plain is not None:
+        return plain, False, int(plain[0].shape[-1])
     (name0, x0), rest = names_values[0], names_values[1:]
     t0, single = _check_batch(name0, x0, n, dtype)
     n = t0.shape[-1] if n is None else n

@@ -195,6 +195,7 @@ class LagrangianNetwork(keras.Model):
         self.xla = bool(xla)
         self.convex_init = bool(convex_init)
         self._np_dtype = np.dtype(dtype)
+        self._tf_dtype = tf.as_dtype(dtype)
 
         # Feature layout: per coordinate one column (linear) or two (sin, cos).
         n = n_dof
@@ -587,40 +588,13 @@ class LagrangianNetwork(keras.Model):
         return 0 if fn is None else int(fn[0].experimental_get_tracing_count())
 
     def _prepare(self, *pairs):
-        return mechanics._inputs(list(pairs), tf.as_dtype(self.dtype), n=self.n_dof)
-
-    def _plain_batches(self, pairs):
-        """Tensors of ``pairs`` when all are finite ``(B, n)`` arrays of the model dtype, else None.
-
-        The common call (an integrator's or a script's numpy batches) in a few
-        µs; anything else goes through the full checks, which also word the errors.
-        """
-        shape = (None, self.n_dof)
-        out = []
-        for _, x in pairs:
-            if x is None:
-                out.append(None)
-                continue
-            if type(x) is not np.ndarray or x.dtype != self._np_dtype or x.ndim != 2:
-                return None
-            if shape[0] is None and x.shape[1] == shape[1]:
-                shape = x.shape
-            elif x.shape != shape:
-                return None
-            if not np.isfinite(x).all():
-                return None
-            out.append(tf.constant(x))
-        return out
+        return mechanics._inputs(pairs, self._tf_dtype, n=self.n_dof)
 
     def _dispatch(self, op, graph, *pairs, run=None):
         """Check ``pairs``; inline ``graph(*args)`` on symbolic tensors, else run compiled ``op``.
 
         ``run(*args)`` replaces the plain call of the compiled ``op``.
         """
-        args = self._plain_batches(pairs)
-        if args is not None:
-            out = self._function(op)(*args) if run is None else run(*args)
-            return out
         args, single, _ = self._prepare(*pairs)
         if mechanics._is_symbolic(args[0]):
             return graph(*args)
