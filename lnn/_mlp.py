@@ -125,20 +125,8 @@ def _value_slope_and_curvature(name: str, z):
 
 
 def _slope_and_curvature(name: str, z):
-    """``(s'(z), s''(z))`` sharing the common sigmoid/tanh evaluation."""
-    if name == "softplus":
-        s = tf.math.sigmoid(z)
-        return s, s * (1.0 - s)
-    if name == "tanh":
-        t = tf.math.tanh(z)
-        d = 1.0 - t * t
-        return d, -2.0 * t * d
-    if name == "sigmoid":
-        s = tf.math.sigmoid(z)
-        d = s * (1.0 - s)
-        return d, d * (1.0 - 2.0 * s)
-    _, d1, d2 = ACTIVATIONS[name]
-    return d1(z), d2(z)
+    """``(s'(z), s''(z))`` (see :func:`_value_slope_and_curvature`)."""
+    return _value_slope_and_curvature(name, z)[1:]
 
 
 @dataclasses.dataclass(frozen=True)

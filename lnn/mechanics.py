@@ -244,6 +244,8 @@ def _plain_inputs(names_values, dtype, n):
     out = []
     for _, x in names_values:
         if x is None:
+            if not out:  # the first input is required: let the full checks say so
+                return None
             out.append(None)
             continue
         eager = type(x) is _EagerTensor

@@ -536,7 +536,7 @@ class LagrangianNetwork(keras.Model):
     #: mechanics.UNROLLED_CHOLESKY_MAX_N`` (XLA's own CPU Cholesky is slow);
     #: for larger ``n`` the derivatives are compiled with XLA and TensorFlow's
     #: batched Cholesky runs outside.
-    _XLA_OPS = ("mass_matrix", "inverse_dynamics", "energy")
+    _XLA_OPS = ("mass_matrix", "inverse_dynamics")
 
     def _function(self, op: str, regularize=None):
         key = (op, regularize)
