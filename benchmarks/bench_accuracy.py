@@ -305,8 +305,9 @@ def case_panda(args, results, rows):
     # joints 2-7 0.004-0.065; train 0.043); 64x64 lr 2e-2: 0.090 (1.5x faster per epoch);
     # structured (DeLaN's choice, torque + acceleration, lr 1e-2): 0.214 (nMSE_1 0.46), so it is
     # not the default. Training with q_1 redrawn uniformly in [-pi, pi) per sample (the Panda's
-    # dynamics do not depend on q_1: exact to 0 in Pinocchio) left nMSE_1 at 0.39 (0.089 overall): joint 1 is not
-    # a symmetry the model fails to learn; float64 training: 0.093 (nMSE_1 0.42), not precision. The kinetic-potential model with the acceleration
+    # dynamics do not depend on q_1: exact to 0 in Pinocchio) left nMSE_1 at 0.39 (0.089
+    # overall): joint 1 is not a symmetry the model fails to learn. Float64 training: 0.093
+    # (nMSE_1 0.42), so not precision either. The kinetic-potential model with the acceleration
     # term diverges in the 7th batch (an indefinite M at a sample). 8000 trajectories (batch
     # 2048): one epoch in 60 s on a contended core, 0.96. Full 480 s runs on one core: lr 1e-2
     # 0.087 (111 epochs; nMSE_1 0.42, joints 2-7 0.003-0.12), lr 2e-2 0.097 (118 epochs;
