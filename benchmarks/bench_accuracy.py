@@ -236,8 +236,8 @@ def _by_kind(option, kind):
     return option
 
 
-def _torque_case(system, *, n_trajectories, duration, dt, amplitude, kinds, args, hidden=(128, 128),
-                 loss="torque", learning_rate=3e-3, shares=None):
+def _torque_case(system, *, n_trajectories, duration, dt, amplitude, kinds, args,
+                 hidden=(128, 128), loss="torque", learning_rate=3e-3, shares=None):
     from lnn import metrics
     from lnn.models import LagrangianNetwork
     from lnn.train import fit
