@@ -32,7 +32,7 @@ from scipy.integrate import solve_ivp
 
 from lnn.trajectory import Trajectory
 
-__all__ = ["METHODS", "IMPLICIT_METHODS", "IntegrationError", "rollout", "odeint"]
+__all__ = ["METHODS", "IMPLICIT_METHODS", "IntegrationError", "rollout", "odeint", "default_tolerances"]
 
 #: Every method of :func:`scipy.integrate.solve_ivp`, accepted by :func:`rollout`.
 METHODS = ("RK23", "RK45", "DOP853", "Radau", "BDF", "LSODA")
@@ -62,7 +62,7 @@ class IntegrationError(RuntimeError):
 
 
 def rollout(system, q0, qd0, t, *, tau=None, tau_interpolation: str = "linear",
-            method: str = "DOP853", rtol: float = 1e-8, atol: float = 1e-10,
+            method: str = "DOP853", rtol: float | None = None, atol: float | None = None,
             max_step: float = np.inf,
             progress: Callable[..., None] | None = None) -> Trajectory:
     """Integrate a batch of initial states of a mechanical system with ``solve_ivp``.
@@ -95,7 +95,11 @@ def rollout(system, q0, qd0, t, *, tau=None, tau_interpolation: str = "linear",
     method : {"RK23", "RK45", "DOP853", "Radau", "BDF", "LSODA"}, optional
         The ``solve_ivp`` method.
     rtol, atol : float, optional
-        Relative and absolute tolerances of the solver. They control the
+        Relative and absolute tolerances of the solver; default
+        :func:`default_tolerances` of ``system`` (``1e-8, 1e-10``, or
+        ``1e-6, 1e-8`` for a float32 model, whose vector field is smooth only
+        to ~1e-7: tighter tolerances make the solver chase round-off, with
+        many more steps and no more accuracy). They control the
         root-mean-square error estimate over the **whole batch** state, so a
         single trajectory's local error may exceed that of a solo solve by up
         to a factor ``sqrt(B)``; tighten them for large batches that must
@@ -147,6 +151,9 @@ def rollout(system, q0, qd0, t, *, tau=None, tau_interpolation: str = "linear",
         raise ValueError(f"q0 and qd0 must have the same shape; got {q0.shape} and {qd0.shape}")
     B = q0.shape[0]
     t = _time_grid(t)
+    default_rtol, default_atol = default_tolerances(system)
+    rtol = default_rtol if rtol is None else rtol
+    atol = default_atol if atol is None else atol
     for name, value in (("rtol", rtol), ("atol", atol), ("max_step", max_step)):
         if not value > 0:
             raise ValueError(f"{name} must be positive; got {value!r}")
@@ -216,6 +223,24 @@ def rollout(system, q0, qd0, t, *, tau=None, tau_interpolation: str = "linear",
         metadata={"rtol": rtol, "atol": atol, "max_step": float(max_step),
                   "tau_interpolation": tau_interpolation, **extra},
     )
+
+
+def default_tolerances(system) -> tuple[float, float]:
+    """``(rtol, atol)`` that suit ``system``'s arithmetic.
+
+    Parameters
+    ----------
+    system : MechanicalSystem
+        Read for a ``dtype`` attribute (learned models have one).
+
+    Returns
+    -------
+    tuple of float
+        ``(1e-6, 1e-8)`` for a float32 system, ``(1e-8, 1e-10)`` otherwise.
+    """
+    if str(getattr(system, "dtype", "float64")) == "float32":
+        return 1e-6, 1e-8
+    return 1e-8, 1e-10
 
 
 def odeint(system, q0, qd0, t, *, method: str = "rk4", tau=None, **options) -> Trajectory:

@@ -670,13 +670,12 @@ def evaluate(model, data, *, true_system=None, initial_states=None, n_rollouts: 
         ``mass_matrix_min_eigenvalue``, ``mass_matrix_max_condition``;
         ``details`` holds the full results.
     """
-    from lnn.integrate import rollout
+    from lnn.integrate import default_tolerances, rollout
 
-    # float32 models are smooth only to ~1e-7: tighter tolerances make the
-    # adaptive solver chase round-off (many more steps, no more accuracy).
-    single = str(getattr(model, "dtype", "float64")) == "float32"
-    rtol = (1e-6 if single else 1e-8) if rtol is None else rtol
-    atol = (1e-8 if single else 1e-10) if atol is None else atol
+    # Both systems with the model's tolerances (float32 models are smooth only to ~1e-7).
+    default_rtol, default_atol = default_tolerances(model)
+    rtol = default_rtol if rtol is None else rtol
+    atol = default_atol if atol is None else atol
     n_rollouts = int(n_rollouts)
     if n_rollouts < 0:
         raise ValueError(f"n_rollouts must be >= 0, got {n_rollouts!r}")
