@@ -264,7 +264,12 @@ def test_learned_model_agrees_with_scipy_rollout_and_weight_gradient_matches():
         value = loss()
     grad = tape.gradient(value, weight)
     assert grad is not None
-    eps = 1e-6
+    np.testing.assert_allclose(grad.numpy()[index], _weight_difference(weight, index, loss),
+                               rtol=1e-6, atol=1e-9)
+
+
+def _weight_difference(weight, index, loss, eps=1e-6):
+    """Central difference of ``loss()`` in one entry ``index`` of the variable ``weight``."""
     original = weight.numpy()
     shifted = []
     for sign in (1.0, -1.0):
@@ -273,8 +278,7 @@ def test_learned_model_agrees_with_scipy_rollout_and_weight_gradient_matches():
         weight.assign(trial)
         shifted.append(loss().numpy())
     weight.assign(original)
-    np.testing.assert_allclose(grad.numpy()[index], (shifted[0] - shifted[1]) / (2 * eps),
-                               rtol=1e-6, atol=1e-9)
+    return (shifted[0] - shifted[1]) / (2 * eps)
 
 
 def test_verlet_on_a_structured_learned_model_agrees_with_scipy_rollout():
@@ -388,15 +392,8 @@ def test_verlet_gradients_through_a_learned_lagrangian_match_finite_differences(
         e[0, i] = eps
         fd = (loss(q0 + e) - loss(q0 - e)).numpy() / (2 * eps)
         np.testing.assert_allclose(grad_q0.numpy()[0, i], fd, rtol=1e-6, atol=1e-8)
-    original = weight.numpy()
-    shifted = []
-    for sign in (1.0, -1.0):
-        trial = original.copy()
-        trial[index] += sign * eps
-        weight.assign(trial)
-        shifted.append(loss(q0).numpy())
-    weight.assign(original)
-    np.testing.assert_allclose(grad_weight.numpy()[index], (shifted[0] - shifted[1]) / (2 * eps),
+    np.testing.assert_allclose(grad_weight.numpy()[index],
+                               _weight_difference(weight, index, lambda: loss(q0), eps),
                                rtol=1e-6, atol=1e-8)
 
 
