@@ -40,11 +40,15 @@ def register(subparsers) -> None:
     parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                         help="system parameter, repeatable; lists are comma-separated, "
                              "e.g. --param masses=1,2,0.5")
-    parser.add_argument("--excitation", choices=("none", "sinusoids", "gravity-sinusoids"),
+    parser.add_argument("--excitation", choices=("none", "sinusoids", "gravity-sinusoids", "joint"),
                         default=None,
                         help="excitation torques (default: gravity-sinusoids, i.e. gravity "
                              "compensation plus random sinusoids, for planar-arm and panda; "
-                             "sinusoids for cart-pole; none otherwise)")
+                             "sinusoids for cart-pole; none otherwise); joint: prescribed "
+                             "joint motions (random sinusoids around random centres within "
+                             "the joint limits) with the inverse-dynamics torques that produce "
+                             "them, as robot identification does (no ODE solved; --method, "
+                             "--rtol and --atol do not apply)")
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     parser.set_defaults(func=run)
 
@@ -53,7 +57,7 @@ def run(args) -> int:
     """Simulate, write the dataset and print a one-line summary."""
     import simulations
     from lnn.cli import ProgressBar
-    from lnn.data import generate
+    from lnn.data import excitation_trajectories, generate
 
     output = Path(args.output)
     if output.suffix != ".npz":
@@ -70,17 +74,25 @@ def run(args) -> int:
     system = simulations.make_system(args.system, **params)
     excitation = args.excitation or DEFAULT_EXCITATION.get(args.system, "none")
     start = time.monotonic()
-    dataset = generate(
-        system, n_trajectories=args.trajectories, duration=args.duration, dt=args.dt,
-        seed=args.seed, tau=None if excitation == "none" else excitation, method=args.method,
-        rtol=args.rtol, atol=args.atol,
-        progress=ProgressBar(f"simulate {args.system}"),
-    )
+    progress = ProgressBar(f"simulate {args.system}")
+    if excitation == "joint":
+        dataset = excitation_trajectories(
+            system, n_trajectories=args.trajectories, duration=args.duration, dt=args.dt,
+            seed=args.seed, progress=progress,
+        )
+        how = "inverse dynamics"
+    else:
+        dataset = generate(
+            system, n_trajectories=args.trajectories, duration=args.duration, dt=args.dt,
+            seed=args.seed, tau=None if excitation == "none" else excitation, method=args.method,
+            rtol=args.rtol, atol=args.atol, progress=progress,
+        )
+        how = args.method
     dataset.save(output, overwrite=args.force)
     samples = len(dataset) // dataset.n_trajectories
     print(f"wrote {args.output}: {dataset.n_trajectories} trajectories x {samples} samples of "
           f"{args.system} (n_dof={dataset.n_dof}), dt={args.dt:g} s, excitation={excitation}, "
-          f"{args.method}, {time.monotonic() - start:.1f} s")
+          f"{how}, {time.monotonic() - start:.1f} s")
     return 0
 
 

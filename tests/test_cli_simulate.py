@@ -122,3 +122,15 @@ def test_simulate_arm_excitations_gravity_sinusoids_and_sinusoids(tmp_path, caps
     code, path = _simulate(tmp_path, "--excitation", "sinusoids", name="planar-arm",
                            output="s.npz")
     assert code == 0 and "excitation=sinusoids" in capsys.readouterr().out
+
+
+def test_simulate_arm_with_prescribed_joint_motions(tmp_path, capsys):
+    code, path = _simulate(tmp_path, "--excitation", "joint", name="planar-arm")
+    assert code == 0
+    out = capsys.readouterr()
+    assert "excitation=joint, inverse dynamics" in out.out and "100.0%" in out.err
+    data = Dataset.load(path)
+    arm = simulations.make_system(data.system, **data.parameters)
+    # The recorded torques produce the recorded accelerations, and the arm moves.
+    np.testing.assert_allclose(arm.acceleration(data.q, data.qd, data.tau), data.qdd, atol=1e-9)
+    assert np.abs(data.qd).max() > 0.05

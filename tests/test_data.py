@@ -383,3 +383,109 @@ def test_gravity_sinusoids_default_amplitude_keeps_the_panda_slow():
     assert 0.2 < np.abs(data.qd).max() < 15.0
     np.testing.assert_allclose(robot.inverse_dynamics(data.q, data.qd, data.qdd), data.tau,
                                rtol=0, atol=1e-8)
+
+
+# ------------------------------------------------------ excitation trajectories
+
+
+def test_sinusoid_derivatives_are_exact():
+    motion = Sinusoids.random(3, 2, amplitude=(0.4, 0.2), frequencies=(0.2, 1.5), n_components=4,
+                              rng=5)
+    t, h = np.linspace(0.0, 2.0, 7), 1e-4
+    for order in (1, 2):
+        ahead = motion.sample(t + h, derivative=order - 1)
+        behind = motion.sample(t - h, derivative=order - 1)
+        np.testing.assert_allclose(motion.sample(t, derivative=order), (ahead - behind) / (2 * h),
+                                   rtol=1e-6, atol=1e-8)
+    with pytest.raises(ValueError, match="derivative must be an integer >= 0; got -1"):
+        motion.sample(t, derivative=-1)
+
+
+class _LimitedArm(simulations.PlanarArm):
+    """A planar arm whose second joint is limited to [-0.2, 0.4] rad (the first is free)."""
+
+    @property
+    def position_limits(self):
+        return np.array([-np.inf, -0.2]), np.array([np.inf, 0.4])
+
+
+def _excitation(system, **options):
+    from lnn.data import excitation_trajectories
+
+    settings = dict(n_trajectories=6, duration=2.0, dt=0.01, seed=2)
+    return excitation_trajectories(system, **{**settings, **options})
+
+
+def test_excitation_trajectories_are_motions_of_the_true_system():
+    from lnn.data import EXCITATION_AMPLITUDE
+
+    arm = simulations.PlanarArm()
+    data = _excitation(arm)
+    # The recorded torques drive the true system along the recorded motion.
+    np.testing.assert_allclose(arm.acceleration(data.q, data.qd, data.tau), data.qdd,
+                               rtol=0, atol=1e-9)
+    np.testing.assert_allclose(data.energy, arm.energy(data.q, data.qd), rtol=0, atol=1e-12)
+    trajectories = data.as_trajectory()
+    # qd and qdd are the time derivatives of q (second-order differences on the 0.01 s grid).
+    step = trajectories.t[1] - trajectories.t[0]
+    np.testing.assert_allclose(np.gradient(trajectories.q, step, axis=1)[:, 1:-1],
+                               trajectories.qd[:, 1:-1], rtol=0, atol=2e-3)
+    np.testing.assert_allclose(np.gradient(trajectories.qd, step, axis=1)[:, 1:-1],
+                               trajectories.qdd[:, 1:-1], rtol=0, atol=2e-2)
+    excursion = trajectories.q.max(axis=1) - trajectories.q.min(axis=1)
+    assert (excursion <= 2 * EXCITATION_AMPLITUDE + 1e-12).all() and (excursion > 0.01).all()
+    assert data.angular == arm.angular and data.system == arm.name
+
+
+def test_excitation_trajectories_are_seeded_and_batch_independent():
+    arm = simulations.PlanarArm()
+    first, again = _excitation(arm), _excitation(arm, batch_size=4)
+    for name in ("t", "q", "qd", "qdd", "tau", "trajectory", "energy"):
+        np.testing.assert_array_equal(getattr(first, name), getattr(again, name))
+    assert not np.allclose(first.q, _excitation(arm, seed=3).q)
+    calls = []
+    _excitation(arm, batch_size=4, progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(4, 6), (6, 6)]
+
+
+def test_excitation_trajectories_stay_inside_position_limits():
+    arm = _LimitedArm()
+    data = _excitation(arm, n_trajectories=40, amplitude=0.5, margin=0.1)
+    # Joint 2's range (0.6 rad) is narrower than twice the amplitude: it is shrunk to fit
+    # inside the limits less 10 % of the range at each end.
+    assert data.q[:, 1].min() >= -0.2 + 0.06 - 1e-12 and data.q[:, 1].max() <= 0.4 - 0.06 + 1e-12
+    assert np.ptp(data.q[:, 1]) > 0.2
+    # The free joint keeps its amplitude around centres drawn by sample_state.
+    assert np.ptp(data.as_trajectory().q[:, :, 0], axis=1).max() > 0.5
+    np.testing.assert_allclose(arm.inverse_dynamics(data.q, data.qd, data.qdd), data.tau,
+                               rtol=0, atol=1e-10)
+
+
+def test_excitation_trajectories_of_the_panda_respect_its_limits():
+    try:
+        robot = simulations.panda()
+    except ImportError as exc:  # the robots extra is not installed
+        pytest.skip(str(exc))
+    data = _excitation(robot, n_trajectories=20, duration=1.0, dt=0.02)
+    lower, upper = robot.position_limits
+    assert (data.q > lower).all() and (data.q < upper).all()
+    assert np.abs(data.qd).max() < 2.6  # the Panda's joint speed limits are 2.2-2.6 rad/s
+    np.testing.assert_allclose(robot.inverse_dynamics(data.q, data.qd, data.qdd), data.tau,
+                               rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("options, error, message", [
+    ({"margin": 0.5}, ValueError, r"margin must be a number in \[0, 0.5\); got 0.5"),
+    ({"dt": 0.0}, ValueError, "dt must be a finite number > 0; got 0.0"),
+    ({"n_trajectories": 0}, ValueError, "n_trajectories"),
+    ({"amplitude": -1.0}, ValueError, "amplitude must be a non-negative number"),
+    ({"frequencies": (1.0, 0.5)}, ValueError, "frequencies must be a band"),
+])
+def test_excitation_trajectories_reject_bad_arguments(options, error, message):
+    with pytest.raises(error, match=message):
+        _excitation(simulations.PlanarArm(), **options)
+
+
+def test_excitation_trajectories_need_inverse_dynamics():
+    with pytest.raises(TypeError, match="system must have inverse_dynamics"):
+        _excitation(object())
