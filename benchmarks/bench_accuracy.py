@@ -31,17 +31,20 @@ beside them:
    shared with other jobs): structured 2.9e-4 (76 epochs in 240 s),
    kinetic-potential 1.23e-3 (151 epochs in 240 s), 495 s in all: both
    targets met, narrowly, so two cores meet them too.
-3. 7-DOF Panda (Pinocchio ground truth, same excitation): normalised torque
-   MSE (mean over joints of MSE_j / Var(tau_j)) < 1 % on held-out
-   trajectories, kinetic-potential model by default (``--panda-kind``).
-   Sinusoid amplitudes of about 0.5 s^-2 times each joint's median inertia
-   (``PANDA_AMPLITUDE``; larger ones whirl the light wrist joints at up to
-   200 rad/s) and many short trajectories (2000 of 1 s at 50 Hz, to cover
-   the 7-D configuration space), learning rate 1e-2. The target is missed:
-   one-core run (taskset -c 1) 0.087 in 475 s (111 epochs, 486 s in all);
-   joint 1 (the vertical axis: no gravity, tau std 0.24 N m) stays at
-   nMSE_1 0.42 whatever we tried, the other six joints reach 0.003-0.12
-   (see case_panda for what was measured).
+3. 7-DOF Panda (Pinocchio ground truth): normalised torque MSE (mean over
+   joints of MSE_j / Var(tau_j)) < 1 % on held-out trajectories,
+   kinetic-potential 128x128 model by default (``--panda-kind``), learning
+   rate 1e-2. The data are prescribed joint motions with their
+   inverse-dynamics torques (``lnn.data.excitation_trajectories``: random
+   sinusoids of 0.3 rad around random centres within the joint limits,
+   0.1-1 Hz; 10 000 trajectories of 1 s at 50 Hz), as robot identification
+   does. Two cores, 480 s: 0.0016 (46 epochs, 495 s in all; worst joint 7 at
+   0.0068). ``--panda-excitation torque`` runs the former setting (gravity
+   compensation plus sinusoid torques, ``PANDA_AMPLITUDE``, 2000 x 1 s):
+   0.087 (one core), because torque excitation moves the Panda mostly along
+   the directions its mass matrix makes cheap (joints 1 and 3
+   counter-rotating), and the model fits those torques with a mass matrix
+   30x too small (joint 1 held at nMSE 0.42); see case_panda.
 4. a plain MLP predicting qdd from (sin q, cos q, qd), same data and budget as
    case 1: the LNN's energy error must be >= 10x lower.
 
@@ -236,17 +239,20 @@ def _by_kind(option, kind):
     return option
 
 
-def _torque_case(system, *, n_trajectories, duration, dt, amplitude, kinds, args,
-                 hidden=(128, 128), loss="torque", learning_rate=3e-3, shares=None):
+def _gravity_sinusoids(system, *, n_trajectories, duration, dt, amplitude):
+    """Gravity compensation plus random sinusoid torques from near rest (DeLaN-like motions)."""
+    from lnn.data import generate
+
+    return generate(system, n_trajectories=n_trajectories, duration=duration, dt=dt, seed=0,
+                    tau="gravity-sinusoids", amplitude=amplitude)
+
+
+def _torque_case(system, data, *, kinds, args, hidden=(128, 128), loss="torque",
+                 learning_rate=3e-3, shares=None):
     from lnn import metrics
     from lnn.models import LagrangianNetwork
     from lnn.train import fit
 
-    from lnn.data import generate
-
-    # Gravity compensation plus random sinusoids from near rest (DeLaN-like motions).
-    data = generate(system, n_trajectories=n_trajectories, duration=duration, dt=dt, seed=0,
-                    tau="gravity-sinusoids", amplitude=amplitude)
     parts = data.split(fractions=(0.8, 0.1, 0.1), seed=0)
     out = {}
     for kind in kinds:
@@ -270,8 +276,9 @@ def case_arm(args, results, rows):
     import simulations
 
     arm = simulations.PlanarArm()
-    out = _torque_case(arm, n_trajectories=args.trajectories, duration=5.0, dt=0.01,
-                       amplitude=(2.0, 0.7),
+    data = _gravity_sinusoids(arm, n_trajectories=args.trajectories, duration=5.0, dt=0.01,
+                              amplitude=(2.0, 0.7))
+    out = _torque_case(arm, data,
                        kinds=("structured", "kinetic-potential"), args=args, shares=ARM_SHARES,
                        hidden=ARM_HIDDEN, learning_rate=ARM_LEARNING_RATE,
                        loss={"structured": {"torque": 1.0, "acceleration": 1.0},
@@ -293,35 +300,34 @@ def case_panda(args, results, rows):
     import simulations
 
     robot = simulations.panda()
-    # Many short trajectories: 100 trajectories of 4 s cover too little of the 7-D
-    # configuration space (train nMSE 0.30, held-out 0.90 after 60 s); 1000 of 2 s at
-    # 0.02 s (the same ~100k samples) close that gap (0.33 / 0.36), 2000 of 1 s further
-    # (with learning rate 1e-2: 0.044 / 0.089, against 0.055 / 0.109 for 1000 of 2 s).
-    # The full 480 s run gives 0.091 held out: the figure plateaus within 60 s, so the limit
-    # is generalisation, not time; joint 1 (no gravity, tau std 0.24 N m) holds most of it
-    # (nMSE_1 ~0.45, the other joints <= 0.1). 4000 trajectories of 0.5 s: 0.076 in 60 s.
-    # Measured on one core (taskset -c 1), 12 epochs each (about 55 s uncontended), held out:
-    # kinetic-potential 128x128 lr 1e-2: 0.096 (nMSE_1 0.41); lr 2e-2: 0.088 (nMSE_1 0.45,
-    # joints 2-7 0.004-0.065; train 0.043); 64x64 lr 2e-2: 0.090 (1.5x faster per epoch);
-    # structured (DeLaN's choice, torque + acceleration, lr 1e-2): 0.214 (nMSE_1 0.46), so it is
-    # not the default. Training with q_1 redrawn uniformly in [-pi, pi) per sample (the Panda's
-    # dynamics do not depend on q_1: exact to 0 in Pinocchio) left nMSE_1 at 0.39 (0.089
-    # overall): joint 1 is not a symmetry the model fails to learn. Float64 training: 0.093
-    # (nMSE_1 0.42), so not precision either. The kinetic-potential model with the acceleration
-    # term diverges in the 7th batch (an indefinite M at a sample). 8000 trajectories (batch
-    # 2048): one epoch in 60 s on a contended core, 0.96. Full 480 s runs on one core: lr 1e-2
-    # 0.087 (111 epochs; nMSE_1 0.42, joints 2-7 0.003-0.12), lr 2e-2 0.097 (118 epochs;
-    # nMSE_1 0.50): more epochs and a higher rate only fit joint 1 worse held out.
-    out = _torque_case(robot, n_trajectories=20 * args.trajectories, duration=1.0, dt=0.02,
-                       learning_rate=1e-2,
-                       amplitude=PANDA_AMPLITUDE,
+    # Prescribed joint motions (the default): held out after 240 s on one contended core,
+    # kinetic-potential 128x128: 2000 x 1 s 0.014 (train 0.0024: overfitting), 10 000 x 1 s
+    # 0.0074 (train 0.0052), 20 000 x 0.5 s 0.0063; narrower centres (0.9 of each half range
+    # less 0.6 rad) 0.0067 with 2000 x 1 s, an easier test that the default does not use.
+    # With torque excitation (--panda-excitation torque), measured before: the learned M was
+    # 30x too small (M_22 0.10 against 3.11 kg m^2 at a held-out state), its torque error and
+    # the velocity terms' cancelling along the data; 100 trajectories of 4 s covered too little of the configuration space
+    # (held out 0.90 after 60 s); 2000 of 1 s at lr 1e-2 reached 0.087 in 480 s on one core
+    # (nMSE_1 0.42: joint 1, the vertical axis, has no gravity load and tau std 0.24 N m);
+    # neither 64x64, lr 2e-2, float64, the structured model (0.21), nor q_1 redrawn uniformly
+    # changed joint 1; the kinetic-potential model with the acceleration term diverged.
+    if args.panda_excitation == "torque":
+        data = _gravity_sinusoids(robot, n_trajectories=20 * args.trajectories, duration=1.0,
+                                  dt=0.02, amplitude=PANDA_AMPLITUDE)
+    else:  # prescribed joint motions, inverse-dynamics torques (see the notes above)
+        from lnn.data import excitation_trajectories
+
+        data = excitation_trajectories(robot, n_trajectories=100 * args.trajectories,
+                                       duration=1.0, dt=0.02, seed=0)
+    out = _torque_case(robot, data, learning_rate=1e-2,
                        kinds=(args.panda_kind,), args=args,
                        loss={"structured": {"torque": 1.0, "acceleration": 1.0}, "kinetic-potential": "torque",
                              "black-box": "torque"})
     err, sec, ep, n = out[args.panda_kind]
-    results.update(panda_kind=args.panda_kind, panda_nmse=err.nmse, panda_torque_mse=err.mse,
+    results.update(panda_kind=args.panda_kind, panda_excitation=args.panda_excitation,
+                   panda_nmse=err.nmse, panda_torque_mse=err.mse,
                    panda_nmse_per_joint=[float(x) for x in err.nmse_per_joint])
-    label = f"3 Panda 7-DOF ({args.panda_kind[:14]})"
+    label = f"3 Panda ({args.panda_kind[:14]}, {args.panda_excitation[:6]})"
     rows.append((label, f"normalised torque MSE ({n} samples)", err.nmse,
                  "< 0.01 (target)", err.nmse < ANCHORS["panda_nmse"], sec, ep))
     rows.append((label, "torque MSE", err.mse, "-", None, sec, ep))
@@ -369,6 +375,9 @@ def main(argv=None) -> int:
     parser.add_argument("--panda-kind", default="kinetic-potential",
                         choices=("kinetic-potential", "structured", "black-box"),
                         help="model of case 3 (default kinetic-potential: see the notes)")
+    parser.add_argument("--panda-excitation", default="joint", choices=("joint", "torque"),
+                        help="data of case 3: prescribed joint motions with inverse-dynamics "
+                             "torques (default) or gravity compensation plus sinusoid torques")
     parser.add_argument("--results", default=None,
                         help="JSON file of figures shared between runs (case 4 reuses case 1's)")
     args = parser.parse_args(argv)

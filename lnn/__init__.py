@@ -7,7 +7,8 @@ Public API (see each object's docstring):
 
 - :class:`MechanicalSystem` — the protocol shared by true systems and learned models
 - :func:`rollout`, :class:`Trajectory` — integrate any system with ``solve_ivp``
-- :func:`generate`, :class:`Dataset` — datasets of simulated or logged trajectories
+- :func:`generate`, :func:`excitation_trajectories`, :class:`Dataset` — datasets of simulated
+  or logged trajectories
 - :class:`LagrangianNetwork`, :func:`load_model` — the learned Lagrangian
 - :class:`AccelerationMLP` — the field's plain-MLP baseline (:mod:`lnn.baseline`)
 - :mod:`lnn.mechanics` — mass matrix, accelerations, torques, energies of any Lagrangian
@@ -19,7 +20,8 @@ from lnn._version import __version__
 from lnn.system import MechanicalSystem
 from lnn.trajectory import Trajectory
 from lnn.integrate import IntegrationError, rollout
-from lnn.data import Dataset, DatasetSplit, Derivatives, estimate_derivatives, generate
+from lnn.data import (Dataset, DatasetSplit, Derivatives, estimate_derivatives,
+                      excitation_trajectories, generate)
 
 __all__ = [
     "__version__",
@@ -27,6 +29,7 @@ __all__ = [
     "Trajectory",
     "rollout",
     "IntegrationError",
+    "excitation_trajectories",
     "generate",
     "Dataset",
     "DatasetSplit",
