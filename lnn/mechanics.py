@@ -230,6 +230,30 @@ def _check_batch(name: str, x, n: int | None, dtype, batch: int | None = None):
     return tf.constant(arr.astype(dtype.as_numpy_dtype, copy=False)), single
 
 
+def _eager_constructor():
+    """``make(array, dtype) -> EagerTensor`` without ``tf.constant``'s Python layers (3-4 µs less).
+
+    Falls back to ``tf.constant`` if TensorFlow's internals move.
+    """
+    try:
+        from tensorflow.python.eager import context
+
+        ctx = context.context()
+
+        def make(array, dtype):
+            return _EagerTensor(array, ctx.device_name, dtype.as_datatype_enum)
+
+        probe = make(np.ones((1, 1), np.float32), tf.float32)
+        if probe.dtype != tf.float32 or float(probe.numpy()[0, 0]) != 1.0:
+            raise TypeError("unexpected EagerTensor constructor")
+        return make
+    except Exception:  # pragma: no cover - other TF versions
+        return lambda array, dtype: tf.constant(array, dtype=dtype)
+
+
+_make_eager = _eager_constructor()
+
+
 def _plain_inputs(names_values, dtype, n):
     """Tensors of the inputs when all are finite ``(B, n)`` batches of ``dtype``, else None.
 
@@ -239,7 +263,7 @@ def _plain_inputs(names_values, dtype, n):
     Anything else returns None and goes through the full checks, which also
     word the errors.
     """
-    np_dtype = dtype.as_numpy_dtype
+    np_dtype = np.dtype(dtype.as_numpy_dtype)
     shape = None
     out = []
     for _, x in names_values:
@@ -248,15 +272,20 @@ def _plain_inputs(names_values, dtype, n):
                 return None
             out.append(None)
             continue
-        eager = type(x) is _EagerTensor
-        if not (eager or type(x) is np.ndarray) or x.dtype != (dtype if eager else np_dtype):
+        kind = type(x)
+        if kind is np.ndarray:
+            if x.dtype != np_dtype:
+                return None
+            arr = x
+        elif kind is _EagerTensor and x.dtype == dtype:
+            arr = x.numpy()
+        else:
             return None
-        arr = x.numpy() if eager else x
         if arr.ndim != 2 or (shape is not None and arr.shape != shape) or (
                 n is not None and arr.shape[1] != n) or not np.isfinite(arr).all():
             return None
         shape = arr.shape
-        out.append(x if eager else tf.constant(arr))
+        out.append(x if kind is _EagerTensor else _make_eager(arr, dtype))
     return out
 
 
