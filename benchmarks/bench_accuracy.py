@@ -39,7 +39,8 @@ beside them:
    sinusoids of 0.3 rad around random centres within the joint limits,
    0.1-1 Hz; 10 000 trajectories of 1 s at 50 Hz), as robot identification
    does. Two cores, 480 s: 0.0016 (46 epochs, 495 s in all; worst joint 7 at
-   0.0068). ``--panda-excitation torque`` runs the former setting (gravity
+   0.0068); ``--panda-kind structured`` (one core shared with another job):
+   0.0095 (21 epochs). ``--panda-excitation torque`` runs the former setting (gravity
    compensation plus sinusoid torques, ``PANDA_AMPLITUDE``, 2000 x 1 s):
    0.087 (one core), because torque excitation moves the Panda mostly along
    the directions its mass matrix makes cheap (joints 1 and 3
