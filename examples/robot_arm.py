@@ -1,15 +1,20 @@
-"""Learn a robot arm's dynamics from torque-driven trajectories, then control it with them.
+"""Learn a robot arm's dynamics from excitation trajectories, then control it with them.
 
 A robot's inverse dynamics ``tau = M(q) qdd + c(q, qd) + g(q)`` is what a
 computed-torque controller needs: ``tau = ID(q, qd, qdd_ref + Kp e + Kd ė)``
 cancels the arm's nonlinear dynamics and leaves a linear error system. Here a
-structured Lagrangian network (DeLaN) learns the inverse dynamics of a 2-link
-planar arm — and, with ``--panda``, of the 7-DOF Franka Panda — from
-trajectories excited by gravity compensation plus random sums of sinusoids (the torque loss of DeLaN,
-plus the acceleration loss, without which a structured ``M`` can shrink
-towards zero while the torques stay right). The learned model then tracks a reference trajectory on the *true*
-arm; the figure compares its tracking error with PD control alone (no model)
-and with computed torque using the exact model.
+Lagrangian network learns the inverse dynamics of a 2-link planar arm — and,
+with ``--panda``, of the 7-DOF Franka Panda — from prescribed joint motions
+and the torques that produce them (``lnn.excitation_trajectories``, the data
+of robot identification; torque-excited data leave a 7-DOF arm's mass matrix
+badly identified, see the README's accuracy section). The planar arm gets
+DeLaN's structured model (torque loss plus the acceleration loss, without
+which a structured ``M`` can shrink towards zero while the torques stay
+right), the Panda the kinetic-potential model on the torque loss (6x more
+accurate there in ``benchmarks/bench_accuracy.py``). The learned model then
+tracks a reference trajectory on the *true* arm; the figure compares its
+tracking error with PD control alone (no model) and with computed torque
+using the exact model.
 
     python examples/robot_arm.py             # planar arm, about 3 minutes
     python examples/robot_arm.py --panda     # adds the Panda (needs the robots extra)
@@ -65,15 +70,21 @@ class ComputedTorque:
 
 
 def learn_arm(system, *, quick: bool, time_limit: float, seed: int = 0):
-    """Generate torque-excited data, train a structured model on the torque loss, report the torque error."""
-    data = lnn.generate(system, n_trajectories=8 if quick else 120, duration=2.0 if quick else 5.0,
-                        dt=0.02, seed=seed, tau="gravity-sinusoids")
+    """Generate excitation trajectories, train a model on the torques, report the torque error."""
+    # Excursions of 0.5 rad around random centres cover the references tracked below.
+    data = lnn.excitation_trajectories(
+        system, n_trajectories=8 if quick else (5000 if system.n_dof > 2 else 1000),
+        duration=1.0, dt=0.02, seed=seed, amplitude=0.5)
     split = data.split(fractions=(0.8, 0.1, 0.1), seed=seed)
-    model = lnn.LagrangianNetwork(system.n_dof, kind="structured", angular=system.angular,
+    if system.n_dof > 2:
+        kind, loss, learning_rate = "kinetic-potential", "torque", 1e-2
+    else:
+        kind, loss, learning_rate = "structured", {"torque": 1.0, "acceleration": 1.0}, 3e-3
+    model = lnn.LagrangianNetwork(system.n_dof, kind=kind, angular=system.angular,
                                   hidden=(32, 32) if quick else (128, 128), seed=seed)
-    history = lnn.fit(model, split.train, validation=split.validation, loss={"torque": 1.0, "acceleration": 1.0},
-                      epochs=3 if quick else 1000, time_limit=10.0 if quick else time_limit,
-                      seed=seed)
+    history = lnn.fit(model, split.train, validation=split.validation, loss=loss,
+                      learning_rate=learning_rate, epochs=3 if quick else 1000,
+                      time_limit=10.0 if quick else time_limit, seed=seed)
     test = split.test
     error = torque_error(np.asarray(model.inverse_dynamics(test.q, test.qd, test.qdd)), test.tau)
     print(f"{system.name}: {len(history.epoch)} epochs ({history.stopped_reason}); held-out torque "

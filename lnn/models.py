@@ -110,8 +110,9 @@ class LagrangianNetwork(keras.Model):
         Hidden widths of every MLP.
     activation : {"softplus", "tanh", "sigmoid", "swish"}
         Smooth hidden activation (``convex=True`` requires ``"softplus"``).
-    angular : tuple of bool, length ``n_dof``, optional
-        Which coordinates are angles (fed as ``sin, cos``). Default: none.
+    angular : bool or tuple of bool, length ``n_dof``, optional
+        Which coordinates are angles (fed as ``sin, cos``); one bool applies
+        to all. Default: none.
     damping : bool
         Learn a constant positive-definite viscous damping ``D``; the
         generalized force ``-D qd`` is added to ``tau``.
@@ -163,9 +164,12 @@ class LagrangianNetwork(keras.Model):
         hidden = tuple(int(h) for h in hidden)
         if not hidden or min(hidden) < 1:
             raise ValueError(f"hidden must be a non-empty tuple of positive widths, got {hidden!r}")
-        if angular is None:
-            angular = (False,) * n_dof
-        angular = tuple(bool(a) for a in angular)
+        if angular is None or isinstance(angular, (bool, np.bool_)):
+            angular = (bool(angular),) * n_dof
+        try:
+            angular = tuple(bool(a) for a in angular)
+        except TypeError:
+            raise TypeError(f"angular must be a bool or {n_dof} bools, got {angular!r}") from None
         if len(angular) != n_dof:
             raise ValueError(f"angular must have n_dof = {n_dof} entries, got {len(angular)}: {angular!r}")
         if convex and kind != "kinetic-potential":

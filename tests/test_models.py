@@ -331,6 +331,7 @@ def test_bad_inputs_raise_clearly():
     (dict(n_dof=2, kind="hamiltonian"), ValueError, "kind must be one of"),
     (dict(n_dof=2, activation="relu"), ValueError, "activation must be one of"),
     (dict(n_dof=2, angular=(True,)), ValueError, "angular must have n_dof = 2"),
+    (dict(n_dof=2, angular=1.5), TypeError, "angular must be a bool or 2 bools, got 1.5"),
     (dict(n_dof=2, convex=True, kind="black-box"), ValueError, "convex=True applies"),
     (dict(n_dof=2, convex=True, activation="tanh"), ValueError, "softplus"),
     (dict(n_dof=2, convex_init=True, activation="swish"), ValueError, "convex_init=True needs"),
@@ -341,6 +342,11 @@ def test_bad_inputs_raise_clearly():
 def test_bad_constructor_arguments(kwargs, error, message):
     with pytest.raises(error, match=message):
         LagrangianNetwork(kwargs.pop("n_dof"), **kwargs)
+
+
+def test_one_bool_marks_every_coordinate_angular():
+    assert LagrangianNetwork(3, angular=True).angular == (True, True, True)
+    assert LagrangianNetwork(2, angular=False).angular == (False, False)
 
 
 def test_angular_coordinates_are_periodic_and_adapt_scales_the_rest():
