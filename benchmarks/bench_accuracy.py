@@ -27,10 +27,10 @@ beside them:
    the 7th batch (an indefinite M). Both models are 64x64 (1.5x faster per
    epoch than 128x128 at equal error per epoch) with peak learning rates
    1e-2 (structured) and 4e-2 (kinetic-potential; 30 epochs: 4.7e-3 against
-   8.6e-3 at 2e-2 and 2.2e-2 at 1e-2). Measured on ONE core (taskset -c 1,
-   shared with other jobs): structured 2.9e-4 (76 epochs in 240 s),
-   kinetic-potential 1.23e-3 (151 epochs in 240 s), 495 s in all: both
-   targets met, narrowly, so two cores meet them too.
+   8.6e-3 at 2e-2 and 2.2e-2 at 1e-2). Measured on ONE core (taskset -c 1, a
+   test suite on the other): structured 5.05e-5 (203 epochs in 240 s),
+   kinetic-potential 5.78e-4 = 1.3x (367 epochs). With two jobs sharing the
+   core (76 and 151 epochs): 2.9e-4 and 1.23e-3 = 2.8x, narrowly.
 3. 7-DOF Panda (Pinocchio ground truth): normalised torque MSE (mean over
    joints of MSE_j / Var(tau_j)) < 1 % on held-out trajectories,
    kinetic-potential 128x128 model by default (``--panda-kind``), learning
