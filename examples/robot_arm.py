@@ -88,7 +88,7 @@ def learn_arm(system, *, quick: bool, time_limit: float, seed: int = 0):
     test = split.test
     error = torque_error(np.asarray(model.inverse_dynamics(test.q, test.qd, test.qdd)), test.tau)
     print(f"{system.name}: {len(history.epoch)} epochs ({history.stopped_reason}); held-out torque "
-          f"MSE {error.mse:.3g}, normalised MSE {error.nmse:.3%}")
+          f"MSE {error.mse:.3g}, normalised MSE {error.nmse:.2e}")
     return model
 
 
