@@ -326,3 +326,40 @@ def test_fast_caller_keeps_gradients_when_a_tape_records():
                                reference_tape.gradient(y_ref, w).numpy())
     w.assign(w * 2.0)  # variables are captured by reference, not copied
     np.testing.assert_allclose(call(x).numpy(), body(x).numpy())
+
+
+# -- batch buckets (XLA compiles once per shape) ---------------------------------
+
+
+def test_batch_bucket_is_a_short_ladder_with_bounded_padding():
+    assert [mechanics.batch_bucket(b) for b in range(11)] == [0, 1, 2, 3, 4, 6, 6, 8, 8, 12, 12]
+    sizes = {mechanics.batch_bucket(b) for b in range(1, 4097)}
+    assert len(sizes) <= 2 * 12 + 1  # about 2 log2(4096) compilations
+    for b in range(1, 4097):
+        size = mechanics.batch_bucket(b)
+        assert b <= size <= 1.5 * b
+        assert mechanics.batch_bucket(size) == size  # sizes on the ladder are not padded
+    assert mechanics.batch_bucket(1024) == 1024 and mechanics.batch_bucket(1000) == 1024
+
+
+def test_bucketed_pads_with_row_zero_cuts_the_outputs_and_passes_gradients():
+    seen = []
+
+    def call(q, qd):
+        seen.append(int(q.shape[0]))
+        return {"sum": q + 2.0 * qd, "first": q[:, :1] * qd[:, :1]}
+
+    run = mechanics.bucketed(call)
+    rng = np.random.default_rng(0)
+    q, qd = (tf.constant(rng.normal(size=(5, 3))) for _ in range(2))
+    out = run(q, qd)
+    assert seen == [6]  # 5 rows run as 6
+    np.testing.assert_array_equal(out["sum"].numpy(), (q + 2.0 * qd).numpy())
+    assert out["first"].shape == (5, 1)
+    with tf.GradientTape() as tape:  # under a tape the padding is made of TensorFlow ops
+        tape.watch(q)
+        total = tf.reduce_sum(run(q, qd)["sum"] ** 2)
+    np.testing.assert_allclose(tape.gradient(total, q).numpy(), (2 * (q + 2.0 * qd)).numpy())
+    assert seen == [6, 6]
+    run(q[:4], qd[:4])
+    assert seen[-1] == 4  # on the ladder: no padding

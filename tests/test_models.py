@@ -78,14 +78,20 @@ def test_shared_value_slope_curvature_equal_the_separate_ones(name):
 @pytest.mark.parametrize("xla", [False, True])
 def test_public_calls_under_a_tape_give_weight_gradients(xla):
     # The compiled calls skip TensorFlow's call path only when no tape records.
+    # Batch 5: under XLA the call is padded to 6 rows (mechanics.bucketed), and the
+    # gradients must still reach the 5 inputs and the weights.
     model = _model("kinetic-potential", hidden=(6, 5), convex=True, xla=xla)
-    q, qd, _ = _states(batch=4, seed=3)
+    q, qd, _ = (tf.constant(a) for a in _states(batch=5, seed=3))
     with tf.GradientTape(persistent=True) as tape:
+        tape.watch(q)
         compiled = {"M": tf.reduce_sum(model.mass_matrix(q, qd) ** 2),
                     "qdd": tf.reduce_sum(model.acceleration(q, qd) ** 2)}
         graph = {"M": tf.reduce_sum(_eager(model._mass_matrix_graph, q, qd) ** 2),
                  "qdd": tf.reduce_sum(_eager(model._acceleration_graph, q, qd) ** 2)}
     for key in compiled:
+        np.testing.assert_allclose(compiled[key].numpy(), graph[key].numpy(), rtol=1e-10)
+        np.testing.assert_allclose(tape.gradient(compiled[key], q).numpy(),
+                                   tape.gradient(graph[key], q).numpy(), rtol=1e-9, atol=1e-12)
         got = tape.gradient(compiled[key], model.trainable_variables)
         want = tape.gradient(graph[key], model.trainable_variables)
         assert sum(g is not None for g in got) == sum(w is not None for w in want) > 0
@@ -410,15 +416,20 @@ _XLA_SCRIPT = textwrap.dedent("""
     import numpy as np
     from lnn import LagrangianNetwork
     rng = np.random.default_rng(0)
-    q, qd, tau = rng.normal(size=(3, 5, 3))
+    q, qd, tau = rng.normal(size=(3, 7, 3))
     cases = [dict(kind="kinetic-potential", convex=True, damping=True),
              dict(kind="structured", damping=True)]
     for kw in cases:
         pair = [LagrangianNetwork(3, hidden=(8, 8), angular=(True, False, True), dtype="float64",
                                   seed=2, xla=xla, **kw) for xla in (True, False)]
-        for call in (lambda m: m.mass_matrix(q, qd), lambda m: m.acceleration(q, qd, tau)):
-            a, b = (call(m).numpy() for m in pair)
-            assert np.allclose(a, b, rtol=1e-9, atol=1e-11), (kw, np.abs(a - b).max())
+        # Batches 5 and 7 run padded to 6 and 8 rows under XLA (mechanics.bucketed).
+        for rows in (5, 1, 7):
+            for call in (lambda m: m.mass_matrix(q[:rows], qd[:rows]),
+                         lambda m: m.acceleration(q[:rows], qd[:rows], tau[:rows]),
+                         lambda m: m.inverse_dynamics(q[:rows], qd[:rows], tau[:rows])):
+                a, b = (call(m).numpy() for m in pair)
+                assert a.shape[0] == rows, a.shape
+                assert np.allclose(a, b, rtol=1e-9, atol=1e-11), (kw, np.abs(a - b).max())
         assert pair[0].tracing_count("mass_matrix") == 1
     print("ok")
 """)
