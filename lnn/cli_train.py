@@ -20,8 +20,11 @@ def register(subparsers) -> None:
     p.add_argument("--convex", action="store_true", help="input-convex kinetic network (kinetic-potential)")
     p.add_argument("--damping", action="store_true", help="learn a viscous damping matrix")
     p.add_argument("--dtype", default="float32", choices=("float32", "float64"))
-    p.add_argument("--loss", default="acceleration",
-                   help="loss term or weighted terms, e.g. 'acceleration' or 'torque=1,energy=0.1'")
+    p.add_argument("--loss", default="auto",
+                   help="loss term or weighted terms, e.g. 'acceleration' or 'torque=1,energy=0.1' "
+                        "(default auto: 'acceleration' for unforced data; for data with torques "
+                        "'torque', plus 'acceleration' for the structured kind, as in "
+                        "benchmarks/bench_accuracy.py)")
     p.add_argument("--epochs", type=int, default=100)
     p.add_argument("--batch-size", type=int, default=512)
     p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (default: 3e-3)")
@@ -51,6 +54,21 @@ def parse_loss(text: str):
         except ValueError:
             raise ValueError(f"--loss: weight of {name.strip()!r} must be a number, got {value!r}") from None
     return weights
+
+
+def default_loss(data, kind: str):
+    """The loss of ``--loss auto`` for a dataset and a model kind.
+
+    Unforced data: the accelerations. Data with torques: the torques (DeLaN's
+    loss, the one that identifies a robot's inertia and gravity), plus the
+    accelerations for the structured kind, whose Cholesky factor can shrink
+    towards zero under the torque loss alone.
+    """
+    import numpy as np
+
+    if not np.any(np.asarray(data.tau) != 0.0):
+        return "acceleration"
+    return {"torque": 1.0, "acceleration": 1.0} if kind == "structured" else "torque"
 
 
 def parse_hidden(text: str) -> tuple[int, ...]:
@@ -89,7 +107,8 @@ def run(args) -> int:
                               activation=args.activation, angular=data.angular,
                               damping=args.damping, convex=args.convex, dtype=args.dtype,
                               seed=args.seed)
-    history = fit(model, data, loss=parse_loss(args.loss), epochs=args.epochs,
+    loss = default_loss(data, args.kind) if args.loss.strip() == "auto" else parse_loss(args.loss)
+    history = fit(model, data, loss=loss, epochs=args.epochs,
                   batch_size=args.batch_size, learning_rate=args.lr,
                   validation=args.validation if args.validation > 0 else None, seed=args.seed,
                   time_limit=args.time_limit, checkpoint_dir=args.checkpoint_dir,

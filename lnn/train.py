@@ -601,8 +601,10 @@ def fit(
         Distribute the batches over its replicas; the model must have been
         created inside ``strategy.scope()``.
     progress : callable, optional, keyword-only
-        ``progress(done, total, message)`` with epochs done (fractional) and
-        the latest losses.
+        ``progress(done, total, message)`` with epochs done (fractional) out
+        of ``epochs`` and the latest losses; under a ``time_limit`` that
+        ends the run sooner, ``done / total`` is the elapsed fraction of it
+        (so a progress bar's time left is right either way).
     schedule : {"cosine", "exponential", "constant"}, keyword-only
         Learning-rate schedule over the run (after a linear warm-up).
     final_learning_rate : float, keyword-only
@@ -670,6 +672,12 @@ def fit(
     if not callable(model):
         raise TypeError(f"model must be a callable keras.Model, got {type(model).__name__}")
     start = time.monotonic()
+
+    def run_done(epochs_done: float) -> float:
+        """Progress in epochs, or the elapsed share of ``time_limit`` (in epochs) when larger."""
+        if time_limit is None:
+            return epochs_done
+        return max(epochs_done, min(1.0, (time.monotonic() - start) / time_limit) * epochs)
 
     train_data, val_data = _split(dataset, validation, seed)
     train = _arrays(train_data, "dataset")
@@ -831,7 +839,7 @@ def fit(
                 sums[k] += batch_sums[k]
             rows += batch_rows
             if progress is not None:
-                progress(epoch + (b + 1) / steps_per_epoch, epochs,
+                progress(run_done(epoch + (b + 1) / steps_per_epoch), epochs,
                          _message(epoch, train_log, val_log))
             if time_limit is not None and time.monotonic() - start > time_limit:
                 timed_out = True
@@ -872,7 +880,7 @@ def fit(
                         _scalar_summary(key, value, epoch)
             summary.flush()
         if progress is not None:
-            progress(epoch + 1, epochs, _message(epoch, train_log, val_log))
+            progress(run_done(epoch + 1), epochs, _message(epoch, train_log, val_log))
         # The first epoch of a call includes tracing and XLA compilation (seconds for
         # a large model): it does not predict the next one, which the in-batch check bounds.
         epoch_seconds = time.monotonic() - epoch_start if epoch > first_epoch else None

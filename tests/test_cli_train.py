@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ import pytest
 pytest.importorskip("tensorflow")
 
 from lnn.cli import main  # noqa: E402
-from lnn.cli_train import parse_hidden, parse_loss  # noqa: E402
+from lnn.cli_train import default_loss, parse_hidden, parse_loss  # noqa: E402
 from lnn.data import Dataset  # noqa: E402
 
 
@@ -66,6 +67,14 @@ def test_train_then_evaluate_round_trip(pendulum_file, tmp_path, capsys):
     assert "refusing to overwrite" in capsys.readouterr().err
     assert main(["evaluate", str(model), str(pendulum_file), "--rollouts", "0",
                  "--csv", str(metrics_csv), "--force"]) == 0
+
+
+def test_auto_loss_follows_the_data_and_the_kind():
+    unforced = SimpleNamespace(tau=np.zeros((4, 2)))
+    driven = SimpleNamespace(tau=np.array([[0.0, 0.0], [0.1, -0.2]]))
+    assert default_loss(unforced, "structured") == "acceleration"
+    assert default_loss(driven, "kinetic-potential") == "torque"
+    assert default_loss(driven, "structured") == {"torque": 1.0, "acceleration": 1.0}
 
 
 def test_option_parsing():

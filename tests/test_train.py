@@ -101,9 +101,13 @@ def test_nan_batch_stops_with_clear_error_and_keeps_last_good_weights():
 def test_time_limit_and_early_stopping_keep_best_weights():
     data = _pendulum_data(256)
     model = _model()
-    history = fit(model, data, epochs=10_000, batch_size=64, validation=0.25, time_limit=0.5)
+    reports = []
+    history = fit(model, data, epochs=10_000, batch_size=64, validation=0.25, time_limit=0.5,
+                  progress=lambda done, total, message="": reports.append(done / total))
     assert history.stopped_reason == "time_limit"
     assert len(history.epoch) < 10_000
+    # Progress follows the time budget that ends the run, not the 10 000 epochs it never reaches.
+    assert reports[-1] == 1.0 and reports == sorted(reports) and reports[0] > 0.0
     assert history.best_epoch == int(np.argmin(history.validation["total"]))
     # patience: a learning rate of ~0 never improves after the first epoch
     history = fit(_model(), data, epochs=50, batch_size=64, validation=0.25, patience=2,
