@@ -344,6 +344,12 @@ def _resolver(fn):
     return lambda: func.__get__(ref())
 
 
+try:  # TensorFlow internals: "could any tape or accumulator record?" in one C call
+    from tensorflow.python.eager.record import could_possibly_record as _could_record
+except (ImportError, AttributeError):  # pragma: no cover - other TF versions
+    _could_record = None
+
+
 def fast_caller(concrete):
     """A caller of a concrete function that skips TensorFlow's Python dispatch when it can.
 
@@ -367,11 +373,11 @@ def fast_caller(concrete):
         ``f(*tensors)`` with the same outputs as ``concrete(*tensors)``.
     """
     try:  # TensorFlow internals; fall back to the public call if they move.
-        from tensorflow.python.eager import record
-
+        if _could_record is None:
+            raise ImportError("tensorflow.python.eager.record.could_possibly_record")
         atomic = concrete._inference_function
         call = atomic.call_preflattened
-        could_record = record.could_possibly_record
+        could_record = _could_record
         executing_eagerly = tf.executing_eagerly
         captures = list(concrete.captured_inputs)
     except (ImportError, AttributeError):  # pragma: no cover - other TF versions
@@ -432,18 +438,14 @@ def bucketed(call):
     callable
         Same signature; it pads only eager inputs of a known batch size.
     """
-    try:  # TensorFlow internals, as in fast_caller
-        from tensorflow.python.eager import record
-
-        could_record = record.could_possibly_record
-    except (ImportError, AttributeError):  # pragma: no cover - other TF versions
-        could_record = lambda: True  # noqa: E731
+    could_record = _could_record or (lambda: True)  # unknown: assume a tape may record
 
     def run(*args):
         batch = args[0].shape[0]
-        if batch is None or batch_bucket(batch) == batch:
+        size = None if batch is None else batch_bucket(batch)
+        if size == batch:  # on the ladder (or of unknown size): as it is
             return call(*args)
-        extra = batch_bucket(batch) - batch
+        extra = size - batch
         if could_record() or not tf.executing_eagerly():
             # TensorFlow ops, so that a tape sees the padding (gradients reach the inputs).
             padded = [tf.concat([a, tf.tile(a[:1], [extra] + [1] * (a.shape.rank - 1))], axis=0)

@@ -33,8 +33,9 @@ and backward adjoints, batched matmuls; see ``benchmarks/bench_mechanics.py``
 for the measurements against nested tapes, forward-over-reverse, XLA and
 JAX). The public methods validate their inputs, run a ``tf.function``
 compiled once per operation with a fixed ``input_signature`` (batch
-dimension ``None``), with XLA when ``xla`` (the default; XLA itself compiles
-once per batch size, a few seconds), through
+dimension ``None``), with XLA when ``xla`` (the default; XLA compiles once
+per batch shape, so batches are padded to a short ladder of sizes by
+:func:`lnn.mechanics.bucketed`), through
 :func:`lnn.mechanics.fast_caller` (past TensorFlow's Python call path when
 no tape records), and return tensors in the model dtype; on symbolic tensors
 (inside a training step) they inline.
