@@ -22,8 +22,10 @@ hidden width 32 and 128. Methods:
   package  the public call: ``model.mass_matrix(q, qd)`` / ``model.acceleration``
            on numpy inputs (validation included: whole-XLA, unrolled Cholesky,
            dispatched past TensorFlow's Python call path when no tape
-           records); for the training step, the gradient function ``lnn.fit``
-           compiles (XLA for this kinetic-potential model)
+           records, the inputs packed into one tensor); for the training step,
+           the gradient function ``lnn.fit`` compiles for that batch size (XLA
+           for this kinetic-potential model; nested tapes or the closed form as
+           ``lnn.train.train_engine`` chooses)
   f        JAX ``jit(vmap(...))`` of the LNN paper's code path (``jax.hessian``,
            ``jacobian(jacobian)`` mixed block, solve), same weights
   floor    a trivial ``tf.function`` (``q + qd``) called like the package
@@ -164,19 +166,26 @@ def tf_methods(model, n):
 
     methods["e-hyb"] = (methods["e-xla"][0], compiled(hybrid, n, 2, False),
                         compiled(train_step(hybrid, variables), n, 3, False))
-    methods["package"] = (model.mass_matrix, model.acceleration, package_train_step(model, n))
+    steps = {batch: package_train_step(model, n, batch) for batch in (1, 1024)}
+    methods["package"] = (model.mass_matrix, model.acceleration,
+                          lambda q, qd, target: steps[q.shape[0]](q, qd, target))
     return methods
 
 
-def package_train_step(model, n):
-    """The gradient computation ``lnn.fit`` compiles (its ``_Trainer``), on an L2 loss on qdd."""
-    from lnn.train import _Trainer
+def package_train_step(model, n, batch):
+    """The gradient computation ``lnn.fit`` compiles (its ``_Trainer``) for ``batch_size=batch``.
+
+    An L2 loss on qdd; XLA and the engine as ``fit`` chooses them for this
+    model and batch size (``lnn.train.train_engine``).
+    """
+    from lnn.train import _Trainer, train_engine
 
     spec = [tf.TensorSpec((None, n), tf.float32)] * 4
+    xla = model.kind == "kinetic-potential"  # fit's default
     trainer = _Trainer(model, {"acceleration-l2": 1.0}, n=n, dtype=tf.float32,
                        scales={"qdd": 1.0}, strategy=tf.distribute.get_strategy(),
-                       optimizer=None, horizon=1, dt=1.0, signature=spec,
-                       jit_compile=model.kind == "kinetic-potential")  # fit's default
+                       optimizer=None, horizon=1, dt=1.0, signature=spec, jit_compile=xla,
+                       engine=train_engine(model, batch, xla=xla))
     step = mechanics.fast_caller(trainer._local.get_concrete_function(*spec))
     zeros = {}
 

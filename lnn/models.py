@@ -512,6 +512,22 @@ class LagrangianNetwork(keras.Model):
     def _acceleration_graph(self, q, qd, tau=None, regularize=None):
         return mechanics.solve_cholesky(*self._linear_system(q, qd, tau), regularize)
 
+    def _acceleration_by_tapes(self, q, qd, tau=None):
+        """Accelerations whose ``M``, ``dL/dq`` and mixed term come from nested tapes.
+
+        The generic engine of :mod:`lnn.mechanics` applied to the networks,
+        instead of their closed-form derivatives (equal to rounding). Under XLA
+        it differentiates faster for small batches and widths, so :func:`lnn.fit`
+        uses it there (:func:`lnn.train.train_engine`).
+        """
+        force = self._generalized_force(qd, tau)
+        force = tf.zeros_like(q) if force is None else force
+        if self.kind == "kinetic-potential":
+            lagrangian = mechanics.separable(self._kinetic, self._potential)
+        else:
+            lagrangian = self._lagrangian
+        return mechanics._acceleration_body(lagrangian, q, qd, force, "reverse", None)
+
     def _inverse_dynamics_graph(self, q, qd, qdd):
         t = self._terms(q, qd, hessian=True, mixed=True, grad_q=True)
         tau = tf.linalg.matvec(t.mass, qdd) + t.mixed - t.grad_q
@@ -547,6 +563,28 @@ class LagrangianNetwork(keras.Model):
     _XLA_OPS = ("mass_matrix", "inverse_dynamics")
 
     def _function(self, op: str, regularize=None):
+        """The compiled ``op`` for a packed ``(B, k n)`` tensor (XLA batches padded)."""
+        return self._entry(op, regularize)[1]
+
+    def _run_packed(self, op: str, x: np.ndarray, regularize=None):
+        """Run the compiled ``op`` on the packed numpy batch ``x`` of shape ``(B, k n)``.
+
+        The hot path: the XLA batch padding (:func:`lnn.mechanics.bucketed`) is
+        done here in numpy, before the one conversion to a tensor.
+        """
+        _, _, raw, jit = self._entry(op, regularize)
+        rows = x.shape[0]
+        size = mechanics.batch_bucket(rows) if jit else rows
+        if size == rows:
+            return raw(mechanics._make_eager(x, self._tf_dtype))
+        x = np.concatenate([x, np.repeat(x[:1], size - rows, axis=0)])
+        out = raw(mechanics._make_eager(x, self._tf_dtype))
+        if mechanics.tape_may_record():  # a tape watches the weights: cut where it sees it
+            return out[:rows]
+        return mechanics._make_eager(out.numpy()[:rows], out.dtype)
+
+    def _entry(self, op: str, regularize=None):
+        """``(tf.function, caller, raw caller, xla)`` of ``op``, compiled on first use."""
         key = (op, regularize)
         fn = self._functions.get(key)
         if fn is None:
@@ -570,18 +608,20 @@ class LagrangianNetwork(keras.Model):
                 graph = solve
             else:
                 jit = self.xla and op in self._XLA_OPS
-            # Exactly n_args positional parameters, no defaults: the concrete
-            # function then binds its inputs on the fast flat-signature path.
-            body = {1: lambda a: graph(a), 2: lambda a, b: graph(a, b),
-                    3: lambda a, b, c: graph(a, b, c)}[n_args]
-            spec = [tf.TensorSpec((None, self.n_dof), self.dtype)] * n_args
+            n = self.n_dof
+
+            # One packed input (B, n_args n), split here: one tensor per call to convert
+            # and bind instead of n_args (mechanics.pack_columns).
+            def body(x):
+                return graph(*[x[:, i * n:(i + 1) * n] for i in range(n_args)])
+
+            spec = [tf.TensorSpec((None, n_args * n), self.dtype)]
             poly = tf.function(body, input_signature=spec, autograph=False, jit_compile=jit)
-            caller = mechanics.fast_caller(poly.get_concrete_function())
-            if jit:  # XLA compiles per batch shape: pad to a ladder of sizes
-                caller = mechanics.bucketed(caller)
-            fn = (poly, caller)
+            raw = mechanics.fast_caller(poly.get_concrete_function())
+            # XLA compiles per batch shape: pad to a ladder of sizes.
+            fn = (poly, mechanics.bucketed(raw) if jit else raw, raw, jit)
             self._functions[key] = fn
-        return fn[1]
+        return fn
 
     def tracing_count(self, op: str) -> int:
         """Number of traces of the compiled ``op`` (0 before its first call).
@@ -601,15 +641,20 @@ class LagrangianNetwork(keras.Model):
     def _prepare(self, *pairs):
         return mechanics._inputs(pairs, self._tf_dtype, n=self.n_dof)
 
-    def _dispatch(self, op, graph, *pairs, run=None):
+    def _dispatch(self, op, graph, *pairs):
         """Check ``pairs``; inline ``graph(*args)`` on symbolic tensors, else run compiled ``op``.
 
-        ``run(*args)`` replaces the plain call of the compiled ``op``.
+        The compiled functions take the inputs side by side in one ``(B, k n)``
+        tensor (one conversion and one bound input per call instead of ``k``).
         """
+        x = mechanics.packed_plain([v for _, v in pairs], self._np_dtype, self._tf_dtype,
+                                   self.n_dof)
+        if x is not None:  # finite (B, n) batches of the model's dtype: the hot path
+            return self._run_packed(op, x)
         args, single, _ = self._prepare(*pairs)
         if mechanics._is_symbolic(args[0]):
             return graph(*args)
-        out = self._function(op)(*args) if run is None else run(*args)
+        out = self._function(op)(mechanics.pack_columns(args, self._tf_dtype))
         return mechanics._unbatch(out, single)
 
     # -- public mechanics ---------------------------------------------------------------
@@ -693,19 +738,31 @@ class LagrangianNetwork(keras.Model):
             (a ``ValueError``) naming how many samples have a mass matrix that is
             not positive definite and the smallest eigenvalue.
         """
-        def graph(q, qd, tau):
-            return self._acceleration_graph(q, qd, tau, regularize)
-
-        def run(q, qd, tau):
-            shift = None if regularize is None else float(regularize)
-            if tau is None:
-                fn, args = self._function("acceleration_free", shift), (q, qd)
-            else:
-                fn, args = self._function("acceleration", shift), (q, qd, tau)
-            return mechanics.call_checked(fn, args, lambda: self._function("mass_matrix")(q, qd),
-                                          shift)
-
-        return self._dispatch("acceleration", graph, ("q", q), ("qd", qd), ("tau", tau), run=run)
+        # The hot path of integrators and scripts, written out (no closures): see _dispatch.
+        x = mechanics.packed_plain((q, qd) if tau is None else (q, qd, tau), self._np_dtype,
+                                   self._tf_dtype, self.n_dof)
+        op = "acceleration_free" if tau is None else "acceleration"
+        shift = None if regularize is None else float(regularize)
+        single = False
+        if x is not None:
+            try:
+                qdd = self._run_packed(op, x, shift)
+                if mechanics._all_finite(qdd.numpy()):
+                    return qdd
+            except tf.errors.InvalidArgumentError:  # TensorFlow's Cholesky (n > 8) refused M
+                pass
+            packed = mechanics._make_eager(x, self._tf_dtype)
+        else:
+            pairs = (("q", q), ("qd", qd)) + ((("tau", tau),) if tau is not None else ())
+            args, single, _ = self._prepare(*pairs)
+            if mechanics._is_symbolic(args[0]):
+                return self._acceleration_graph(*args, regularize=regularize)
+            packed = mechanics.pack_columns(args, self._tf_dtype)
+        # The full call: a failed Cholesky or a non-finite result is explained (raises).
+        n2 = 2 * self.n_dof
+        qdd = mechanics.call_checked(self._function(op, shift), (packed,),
+                                     lambda: self._function("mass_matrix")(packed[:, :n2]), shift)
+        return qdd[0] if single else qdd
 
     # -- fast numpy inference (lnn.fast; owned by the rollout-speed issue) ----------------
     @property

@@ -69,6 +69,7 @@ __all__ = [
     "History",
     "TrainingDivergedError",
     "fit",
+    "train_engine",
     "cranmer_initialization",
 ]
 
@@ -341,12 +342,50 @@ def _sublayers(model):
 # --------------------------------------------------------------------------- the trainer
 
 
+#: Largest ``batch * n_dof * width**2`` for which :func:`fit`'s XLA train step takes
+#: the accelerations from nested tapes instead of the networks' closed form. Measured
+#: with ``benchmarks/bench_mechanics.py`` and a sweep of batches 1-1024 (n_dof 2 and 7,
+#: widths 32 and 128): below it the nested tapes ran 5-20 % faster, above it the
+#: closed form ran up to 1.6x faster (1.0-1.07 around the threshold).
+TAPES_MAX_WORK = 2 ** 21
+
+
+def train_engine(model, batch_size: int, *, xla: bool) -> str:
+    """How :func:`fit` differentiates the accelerations of ``model`` in its train step.
+
+    Parameters
+    ----------
+    model : lnn.MechanicalSystem
+    batch_size : int
+        Rows of a training batch.
+    xla : bool
+        Whether the step is compiled with XLA.
+
+    Returns
+    -------
+    str
+        ``"tapes"`` (nested ``GradientTape``s of the networks) for XLA steps
+        of a ``"kinetic-potential"`` or ``"black-box"`` network with
+        ``batch_size * n_dof * width**2 <= TAPES_MAX_WORK``; else
+        ``"closed-form"`` (the networks' closed-form derivatives, or whatever
+        the model's ``call`` computes).
+    """
+    kind = getattr(model, "kind", None)
+    hidden = getattr(model, "hidden", None)
+    if not xla or kind not in ("kinetic-potential", "black-box") or not hidden:
+        return "closed-form"
+    work = int(batch_size) * int(model.n_dof) * max(hidden) ** 2
+    return "tapes" if work <= TAPES_MAX_WORK else "closed-form"
+
+
 class _Trainer:
     """The compiled train and evaluation steps of one :func:`fit` call."""
 
     def __init__(self, model, weights, *, n: int, dtype, scales: dict, strategy,
-                 optimizer, horizon: int, dt: float, signature, jit_compile: bool = False) -> None:
+                 optimizer, horizon: int, dt: float, signature, jit_compile: bool = False,
+                 engine: str = "closed-form") -> None:
         self.model = model
+        self.engine = engine
         self.weights = weights
         self.terms = [k for k, w in weights.items() if w > 0]
         self.n = n
@@ -373,7 +412,10 @@ class _Trainer:
     def _per_sample_terms(self, q, qd, qdd, tau, *windows, training: bool):
         model, out = self.model, {}
         if "acceleration-l2" in self.terms or "acceleration-l1" in self.terms:
-            pred = model((q, qd, tau), training=training)
+            if self.engine == "tapes":
+                pred = model._acceleration_by_tapes(q, qd, tau)
+            else:
+                pred = model((q, qd, tau), training=training)
             z = (pred - qdd) / self.scales["qdd"]
             if "acceleration-l2" in self.terms:
                 out["acceleration-l2"] = tf.reduce_mean(tf.square(z), axis=-1)
@@ -753,7 +795,7 @@ def fit(
                and weights.get("rollout", 0.0) <= 0)
     trainer = _Trainer(model, weights, n=n, dtype=dtype, scales=scales, strategy=strategy,
                        optimizer=optimizer, horizon=horizon, dt=dt, signature=signature,
-                       jit_compile=xla)
+                       jit_compile=xla, engine=train_engine(model, min(n_train, batch_size), xla=xla))
 
     # History (restored when resuming from a checkpoint).
     log: dict[str, list] = {"epoch": [], "lr": [], "time": []}

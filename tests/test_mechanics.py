@@ -363,3 +363,47 @@ def test_bucketed_pads_with_row_zero_cuts_the_outputs_and_passes_gradients():
     assert seen == [6, 6]
     run(q[:4], qd[:4])
     assert seen[-1] == 4  # on the ladder: no padding
+
+
+# -- the public calls' hot path: inputs packed side by side ---------------------------
+
+
+def test_packed_plain_accepts_only_finite_batches_of_one_shape_and_dtype():
+    f64 = np.dtype("float64")
+    q, qd = np.arange(6.0).reshape(3, 2), np.ones((3, 2))
+    np.testing.assert_array_equal(mechanics.packed_plain([q, qd], f64, tf.float64, 2),
+                                  np.concatenate([q, qd], axis=1))
+    eager = tf.constant(qd)  # eager tensors pass through their numpy view (no tape)
+    np.testing.assert_array_equal(mechanics.packed_plain([q, eager], f64, tf.float64, 2),
+                                  np.concatenate([q, qd], axis=1))
+    with tf.GradientTape():  # under a tape tensors must stay tensors (gradients)
+        assert mechanics.packed_plain([q, eager], f64, tf.float64, 2) is None
+    bad = [[q, qd[:2]],  # batch sizes differ
+           [q[:, :1], qd[:, :1]],  # wrong n
+           [q[0], qd[0]],  # single states: the full checks handle them
+           [q.astype(np.float32), qd],  # another dtype
+           [q.tolist(), qd]]  # not an array
+    for values in bad:
+        assert mechanics.packed_plain(values, f64, tf.float64, 2) is None
+    for value in (np.nan, np.inf, -np.inf):
+        for rows in (3, 100):  # the Python sum check (small) and numpy's (large)
+            x = np.ones((rows, 2))
+            x[rows - 1, 1] = value
+            assert mechanics.packed_plain([x, np.ones((rows, 2))], f64, tf.float64, 2) is None
+
+
+def test_all_finite_is_exact_when_the_sum_overflows():
+    assert mechanics._all_finite(np.full((1, 4), 1e308))  # sum overflows, entries finite
+    assert not mechanics._all_finite(np.array([[1.0, np.nan]]))
+    assert not mechanics._all_finite(np.array([[np.inf, -np.inf]]))  # sum is nan
+    assert mechanics._all_finite(np.zeros((0, 3)))
+
+
+def test_pack_columns_keeps_gradients_under_a_tape():
+    q, qd = tf.constant([[1.0, 2.0]]), tf.constant([[3.0, 4.0]])
+    np.testing.assert_array_equal(mechanics.pack_columns([q, qd], tf.float32).numpy(),
+                                  [[1.0, 2.0, 3.0, 4.0]])
+    with tf.GradientTape() as tape:
+        tape.watch(qd)
+        total = tf.reduce_sum(mechanics.pack_columns([q, qd], tf.float32) ** 2)
+    np.testing.assert_array_equal(tape.gradient(total, qd).numpy(), 2 * qd.numpy())

@@ -16,7 +16,8 @@ pytest.importorskip("tensorflow")
 
 from lnn.data import Dataset  # noqa: E402
 from lnn.models import LagrangianNetwork  # noqa: E402
-from lnn.train import History, TrainingDivergedError, cranmer_initialization, fit  # noqa: E402
+from lnn.train import (History, TAPES_MAX_WORK, TrainingDivergedError,  # noqa: E402
+                       cranmer_initialization, fit, train_engine)
 
 G = 9.81
 
@@ -58,6 +59,41 @@ def test_loss_decreases_and_step_traces_once(tmp_path):
     assert np.all(np.diff(history.time) > 0) and history.lr[-1] < history.lr[0]
     total = sum(history.weights[k] * history.train[k] for k in history.weights)
     np.testing.assert_allclose(history.train["total"], total)
+
+
+def test_train_engine_follows_the_measured_threshold():
+    small = LagrangianNetwork(2, hidden=(32, 32), seed=0)
+    assert 64 * 2 * 32**2 <= TAPES_MAX_WORK
+    assert train_engine(small, 64, xla=True) == "tapes"
+    assert train_engine(small, 4096, xla=True) == "closed-form"  # 8.4e6 > 2.1e6
+    assert train_engine(small, 1, xla=False) == "closed-form"  # the engines' speeds were XLA's
+    structured = LagrangianNetwork(2, kind="structured", hidden=(8,), seed=0)
+    assert train_engine(structured, 1, xla=True) == "closed-form"  # its M is built, not derived
+
+
+@pytest.mark.parametrize("kind", ["kinetic-potential", "black-box"])
+def test_both_train_engines_give_the_same_loss_and_gradients(kind):
+    import tensorflow as tf
+
+    from lnn.train import _Trainer
+
+    model = LagrangianNetwork(2, kind=kind, hidden=(8, 6), angular=(True, False), dtype="float64",
+                              damping=kind == "kinetic-potential", seed=2)
+    rng = np.random.default_rng(0)
+    batch = [tf.constant(rng.normal(size=(5, 2))) for _ in range(4)]  # q, qd, qdd, tau
+    spec = [tf.TensorSpec((None, 2), tf.float64)] * 4
+    out = {}
+    for engine in ("tapes", "closed-form"):
+        trainer = _Trainer(model, {"acceleration-l2": 1.0}, n=2, dtype=tf.float64,
+                           scales={"qdd": 1.0}, strategy=tf.distribute.get_strategy(),
+                           optimizer=None, horizon=1, dt=1.0, signature=spec, engine=engine)
+        out[engine] = trainer._local(*batch)
+    (s1, r1, g1), (s2, r2, g2) = out["tapes"], out["closed-form"]
+    np.testing.assert_allclose(s1["acceleration-l2"].numpy(), s2["acceleration-l2"].numpy(),
+                               rtol=1e-10)
+    assert float(r1) == float(r2) == 5.0
+    for a, b in zip(g1, g2):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-8, atol=1e-12)
 
 
 def test_checkpoints_resume_bit_identically(tmp_path):
