@@ -211,8 +211,13 @@ def rollout(system, q0, qd0, t, *, tau=None, tau_interpolation: str = "linear",
     qd = np.ascontiguousarray(Y[..., n:])
     tau_samples = torque.at_samples(q, qd)
     flat = (B * t.shape[0], n)
-    qdd = acceleration(q.reshape(flat), qd.reshape(flat),
-                       None if torque.is_none else tau_samples.reshape(flat))
+    q_flat, qd_flat = q.reshape(flat), qd.reshape(flat)
+    tau_flat = None if torque.is_none else tau_samples.reshape(flat)
+    qdd = np.empty(flat)
+    for start in range(0, flat[0], _SAMPLE_BLOCK):  # blocks: temporaries stay in cache
+        rows = slice(start, start + _SAMPLE_BLOCK)
+        qdd[rows] = acceleration(q_flat[rows], qd_flat[rows],
+                                 None if tau_flat is None else tau_flat[rows])
     if hasattr(system, "energy"):
         energy = np.asarray(system.energy(q.reshape(flat), qd.reshape(flat)), dtype=np.float64)
     else:  # e.g. lnn.baseline.AccelerationMLP: a dynamics model without a Lagrangian
@@ -223,6 +228,12 @@ def rollout(system, q0, qd0, t, *, tau=None, tau_interpolation: str = "linear",
         metadata={"rtol": rtol, "atol": atol, "max_step": float(max_step),
                   "tau_interpolation": tau_interpolation, **extra},
     )
+
+
+#: Rows per call when the accelerations are evaluated at the samples after a solve. One
+#: call over 256 x 101 samples of a learned 64x64 model allocates ~40 MB of temporaries
+#: and took 0.50 s; blocks of 1024 rows stay in cache: 0.22 s (4096 rows: 0.29 s).
+_SAMPLE_BLOCK = 1024
 
 
 def default_tolerances(system) -> tuple[float, float]:

@@ -375,3 +375,17 @@ def test_errors_of_the_system_are_reported_with_the_time_and_trajectories():
     assert info.value.trajectories == (2,)
     assert 0.1 < info.value.time < 1.0
     assert isinstance(info.value.__cause__, np.linalg.LinAlgError)
+
+
+def test_sample_accelerations_are_evaluated_in_blocks_equal_to_one_call():
+    import lnn.integrate as integrate
+    from simulations import DoublePendulum
+
+    system = DoublePendulum()
+    rng = np.random.default_rng(3)
+    q0, qd0 = rng.uniform(-1, 1, (11, 2)), rng.normal(size=(11, 2))
+    t = np.linspace(0.0, 1.0, 101)  # 11 x 101 = 1111 samples: two blocks of 1024
+    assert 11 * 101 > integrate._SAMPLE_BLOCK
+    traj = rollout(system, q0, qd0, t, method="DOP853")
+    flat = traj.q.reshape(-1, 2), traj.qd.reshape(-1, 2)
+    np.testing.assert_allclose(traj.qdd.reshape(-1, 2), system.acceleration(*flat), rtol=1e-12)
