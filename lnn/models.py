@@ -749,7 +749,7 @@ class LagrangianNetwork(keras.Model):
                 qdd = self._run_packed(op, x, shift)
                 if mechanics._all_finite(qdd.numpy()):
                     return qdd
-            except tf.errors.InvalidArgumentError:  # TensorFlow's Cholesky (n > 8) refused M
+            except tf.errors.InvalidArgumentError:  # TensorFlow's Cholesky (large n) refused M
                 pass
             packed = mechanics._make_eager(x, self._tf_dtype)
         else:
