@@ -342,12 +342,13 @@ def _sublayers(model):
 # --------------------------------------------------------------------------- the trainer
 
 
-#: Largest ``batch * n_dof * width**2`` for which :func:`fit`'s XLA train step takes
+#: Largest ``batch * n_dof * width**3`` for which :func:`fit`'s XLA train step takes
 #: the accelerations from nested tapes instead of the networks' closed form. Measured
-#: with ``benchmarks/bench_mechanics.py`` and a sweep of batches 1-1024 (n_dof 2 and 7,
-#: widths 32 and 128): below it the nested tapes ran 5-20 % faster, above it the
-#: closed form ran up to 1.6x faster (1.0-1.07 around the threshold).
-TAPES_MAX_WORK = 2 ** 21
+#: with ``benchmarks/bench_mechanics.py`` and timeit sweeps of batches 1-1024 (n_dof 2
+#: and 7, widths 32 and 128): at width 32 the nested tapes ran 5-35 % faster at every
+#: batch, at width 128 up to batch 16; above the threshold the closed form ran up to
+#: 1.6x faster, around it (7 DOF x 64 rows, 2 DOF x 64 rows at width 128) they tie.
+TAPES_MAX_WORK = 2 ** 28
 
 
 def train_engine(model, batch_size: int, *, xla: bool) -> str:
@@ -366,7 +367,7 @@ def train_engine(model, batch_size: int, *, xla: bool) -> str:
     str
         ``"tapes"`` (nested ``GradientTape``s of the networks) for XLA steps
         of a ``"kinetic-potential"`` or ``"black-box"`` network with
-        ``batch_size * n_dof * width**2 <= TAPES_MAX_WORK``; else
+        ``batch_size * n_dof * width**3 <= TAPES_MAX_WORK``; else
         ``"closed-form"`` (the networks' closed-form derivatives, or whatever
         the model's ``call`` computes).
     """
@@ -374,7 +375,7 @@ def train_engine(model, batch_size: int, *, xla: bool) -> str:
     hidden = getattr(model, "hidden", None)
     if not xla or kind not in ("kinetic-potential", "black-box") or not hidden:
         return "closed-form"
-    work = int(batch_size) * int(model.n_dof) * max(hidden) ** 2
+    work = int(batch_size) * int(model.n_dof) * max(hidden) ** 3
     return "tapes" if work <= TAPES_MAX_WORK else "closed-form"
 
 

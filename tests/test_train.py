@@ -63,10 +63,12 @@ def test_loss_decreases_and_step_traces_once(tmp_path):
 
 def test_train_engine_follows_the_measured_threshold():
     small = LagrangianNetwork(2, hidden=(32, 32), seed=0)
-    assert 64 * 2 * 32**2 <= TAPES_MAX_WORK
-    assert train_engine(small, 64, xla=True) == "tapes"
-    assert train_engine(small, 4096, xla=True) == "closed-form"  # 8.4e6 > 2.1e6
+    assert 1024 * 2 * 32**3 <= TAPES_MAX_WORK
+    assert train_engine(small, 1024, xla=True) == "tapes"
     assert train_engine(small, 1, xla=False) == "closed-form"  # the engines' speeds were XLA's
+    wide = LagrangianNetwork(7, hidden=(128, 128), seed=0)
+    assert train_engine(wide, 16, xla=True) == "tapes"
+    assert train_engine(wide, 256, xla=True) == "closed-form"  # 3.8e9 > 2.7e8
     structured = LagrangianNetwork(2, kind="structured", hidden=(8,), seed=0)
     assert train_engine(structured, 1, xla=True) == "closed-form"  # its M is built, not derived
 
