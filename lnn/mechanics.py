@@ -265,10 +265,10 @@ def _plain_array(x, np_dtype, dtype):
     return None
 
 
-def _is_plain_batch(arr, shape, n) -> bool:
-    """``arr`` is a finite ``(B, n)`` batch (of the same ``shape`` as the first input)."""
-    return not (arr.ndim != 2 or (shape is not None and arr.shape != shape)
-                or (n is not None and arr.shape[1] != n) or not np.isfinite(arr).all())
+def _is_batch_of(arr, shape, n) -> bool:
+    """``arr`` is a ``(B, n)`` batch (of the same ``shape`` as the first input, if given)."""
+    return arr.ndim == 2 and (shape is None or arr.shape == shape) and (
+        n is None or arr.shape[1] == n)
 
 
 def _plain_inputs(names_values, dtype, n):
@@ -290,7 +290,7 @@ def _plain_inputs(names_values, dtype, n):
             out.append(None)
             continue
         arr = _plain_array(x, np_dtype, dtype)
-        if arr is None or not _is_plain_batch(arr, shape, n):
+        if arr is None or not _is_batch_of(arr, shape, n) or not _all_finite(arr):
             return None
         shape = arr.shape
         out.append(x if type(x) is _EagerTensor else _make_eager(arr, dtype))
@@ -336,21 +336,17 @@ def packed_plain(values, np_dtype, dtype, n):
     numpy.ndarray of shape ``(B, k n)``, or None
     """
     arrays = []
-    rows = None
+    shape = None
     for x in values:
-        kind = type(x)
-        if kind is _EagerTensor:
-            if x.dtype != dtype or tape_may_record():
-                return None  # under a tape, inputs stay tensors so that gradients reach them
-            x = x.numpy()
-        elif kind is not np.ndarray or x.dtype != np_dtype:
+        if type(x) is _EagerTensor and tape_may_record():
+            return None  # under a tape, inputs stay tensors so that gradients reach them
+        arr = _plain_array(x, np_dtype, dtype)
+        if arr is None or not _is_batch_of(arr, shape, n):
             return None
-        if x.ndim != 2 or x.shape[1] != n or (rows is not None and x.shape[0] != rows):
-            return None
-        rows = x.shape[0]
-        arrays.append(x)
+        shape = arr.shape
+        arrays.append(arr)
     x = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=1)
-    return x if _all_finite(x) else None
+    return x if _all_finite(x) else None  # one check for all the inputs
 
 
 def pack_columns(arrays, dtype):
@@ -512,6 +508,11 @@ def batch_bucket(batch: int) -> int:
     return three if three >= batch else 1 << k
 
 
+def pad_rows(x: np.ndarray, size: int) -> np.ndarray:
+    """``x`` of shape ``(B, ...)`` with row 0 repeated up to ``size`` rows (a valid state)."""
+    return np.concatenate([x, np.repeat(x[:1], size - x.shape[0], axis=0)])
+
+
 def bucketed(call):
     """``call`` run on inputs padded to :func:`batch_bucket` rows, its outputs cut back.
 
@@ -551,8 +552,7 @@ def bucketed(call):
         # No tape: numpy padding, a few µs instead of ~1 ms of eager ops.
         padded = []
         for a in args:
-            x = a.numpy()
-            padded.append(_make_eager(np.concatenate([x, np.repeat(x[:1], extra, axis=0)]), a.dtype))
+            padded.append(_make_eager(pad_rows(a.numpy(), size), a.dtype))
         return tf.nest.map_structure(lambda out: _make_eager(out.numpy()[:batch], out.dtype),
                                      call(*padded))
 

@@ -579,8 +579,7 @@ class LagrangianNetwork(keras.Model):
         size = mechanics.batch_bucket(rows) if jit else rows
         if size == rows:
             return raw(mechanics._make_eager(x, self._tf_dtype))
-        x = np.concatenate([x, np.repeat(x[:1], size - rows, axis=0)])
-        out = raw(mechanics._make_eager(x, self._tf_dtype))
+        out = raw(mechanics._make_eager(mechanics.pad_rows(x, size), self._tf_dtype))
         if mechanics.tape_may_record():  # a tape watches the weights: cut where it sees it
             return out[:rows]
         return mechanics._make_eager(out.numpy()[:rows], out.dtype)
