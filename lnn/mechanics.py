@@ -536,15 +536,13 @@ def bucketed(call):
     callable
         Same signature; it pads only eager inputs of a known batch size.
     """
-    could_record = _could_record or (lambda: True)  # unknown: assume a tape may record
-
     def run(*args):
         batch = args[0].shape[0]
         size = None if batch is None else batch_bucket(batch)
         if size == batch:  # on the ladder (or of unknown size): as it is
             return call(*args)
         extra = size - batch
-        if could_record() or not tf.executing_eagerly():
+        if tape_may_record() or not tf.executing_eagerly():
             # TensorFlow ops, so that a tape sees the padding (gradients reach the inputs).
             padded = [tf.concat([a, tf.tile(a[:1], [extra] + [1] * (a.shape.rank - 1))], axis=0)
                       for a in args]
