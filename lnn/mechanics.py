@@ -335,6 +335,13 @@ def packed_plain(values, np_dtype, dtype, n):
     -------
     numpy.ndarray of shape ``(B, k n)``, or None
     """
+    if len(values) == 2:  # the commonest call, (q, qd) as numpy batches: straight through
+        a, b = values
+        if (type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == np_dtype
+                and b.dtype == np_dtype and a.ndim == 2 and a.shape == b.shape
+                and a.shape[1] == n):
+            x = np.concatenate((a, b), axis=1)
+            return x if _all_finite(x) else None
     arrays = []
     shape = None
     for x in values:
@@ -437,6 +444,17 @@ try:  # TensorFlow internals: "could any tape or accumulator record?" in one C c
 except (ImportError, AttributeError):  # pragma: no cover - other TF versions
     _could_record = None
 
+try:  # TensorFlow internals: the eager runtime's execute (what every eager call ends in)
+    from tensorflow.python import pywrap_tfe as _pywrap_tfe
+    from tensorflow.python.eager import context as _eager_context
+    from tensorflow.python.eager import core as _eager_core
+
+    _execute = _pywrap_tfe.TFE_Py_Execute
+    _NotOkStatus = _eager_core._NotOkStatusException
+    _status_to_exception = _eager_core._status_to_exception
+except (ImportError, AttributeError):  # pragma: no cover - other TF versions
+    _execute = None
+
 
 def tape_may_record() -> bool:
     """Whether a gradient tape or forward accumulator could record an op now (True if unknown)."""
@@ -447,13 +465,17 @@ def fast_caller(concrete):
     """A caller of a concrete function that skips TensorFlow's Python dispatch when it can.
 
     Calling a ``ConcreteFunction`` costs 150-300 µs of Python on a small CPU
-    before any maths runs; most of it is spent deciding whether a gradient
-    tape is watching. When none is (no ``tf.GradientTape`` or
-    ``ForwardAccumulator`` active anywhere, checked by one C call per
-    call) and execution is eager, the returned callable runs the compiled
-    graph directly (about 90 µs saved per call, measured in
-    ``benchmarks/bench_mechanics.py``). Under a tape, or inside a graph, it
-    calls ``concrete`` itself, so gradients are recorded as usual.
+    before any maths runs: deciding whether a gradient tape is watching,
+    binding the arguments, three context managers and the call options. When
+    no tape can record (no ``tf.GradientTape`` or ``ForwardAccumulator``
+    active anywhere, one C call) and execution is eager, the returned
+    callable hands the tensors and the captured variables straight to the
+    eager runtime (``TFE_Py_Execute``, what ``ConcreteFunction`` ends in),
+    with the call options read from the context on each call: about 110 µs
+    less per call than the public call (``benchmarks/bench_mechanics.py``).
+    Under a tape, or inside a graph, it calls ``concrete`` itself, so
+    gradients are recorded as usual. Errors of the graph (a failed Cholesky,
+    say) raise TensorFlow's usual exception classes.
 
     Parameters
     ----------
@@ -466,23 +488,57 @@ def fast_caller(concrete):
         ``f(*tensors)`` with the same outputs as ``concrete(*tensors)``.
     """
     try:  # TensorFlow internals; fall back to the public call if they move.
-        if _could_record is None:
-            raise ImportError("tensorflow.python.eager.record.could_possibly_record")
+        if _could_record is None or _execute is None:
+            raise ImportError("tensorflow.python.eager internals")
         atomic = concrete._inference_function
-        call = atomic.call_preflattened
-        could_record = _could_record
-        executing_eagerly = tf.executing_eagerly
+        name = atomic.name.decode() if isinstance(atomic.name, bytes) else str(atomic.name)
+        n_outputs = len(atomic.function_type.flat_outputs)
+        pack = atomic.function_type.pack_output
         captures = list(concrete.captured_inputs)
-    except (ImportError, AttributeError):  # pragma: no cover - other TF versions
+        ctx = _eager_context.context()
+        ctx.ensure_initialized()
+        attrs_of = _call_attrs(ctx)
+    except (ImportError, AttributeError, TypeError):  # pragma: no cover - other TF versions
         return concrete
+    could_record = _could_record
+    executing_eagerly = tf.executing_eagerly
+    execute = _execute
+    not_ok = _NotOkStatus
+    to_exception = _status_to_exception
 
     def run(*args):
         if could_record() or not executing_eagerly():
             return concrete(*args)
-        return call(list(args) + captures)
+        try:
+            flat = execute(ctx._handle, ctx.device_name, name, list(args) + captures,
+                           attrs_of(), n_outputs)
+        except not_ok as error:
+            raise to_exception(error) from None
+        return pack(flat)
 
     run.concrete = concrete
     return run
+
+
+def _call_attrs(ctx):
+    """``attrs()``: the function-call attributes of the context's current call options.
+
+    What ``Context.call_function`` passes (executor type and the serialized
+    session config), rebuilt only when the options object or its config
+    changes (``tf.config`` changes replace them).
+    """
+    cache = [None, None, None]
+    ctx.function_call_options.as_attrs()  # AttributeError here if TensorFlow's internals moved
+
+    def attrs():
+        options = ctx.function_call_options
+        config = options.config_proto_serialized
+        if cache[0] is not options or cache[1] is not config:
+            flat = options.as_attrs()
+            cache[:] = options, config, ("executor_type", flat["executor_type"],
+                                         "config_proto", flat["config_proto"])
+        return cache[2]
+    return attrs
 
 
 def batch_bucket(batch: int) -> int:

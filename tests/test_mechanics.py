@@ -308,6 +308,26 @@ def test_unrolled_cholesky_gives_nan_for_an_indefinite_matrix():
     assert np.all(np.isfinite(out[0])) and np.all(np.isnan(out[1]))
 
 
+def test_fast_caller_raises_tensorflows_errors_and_returns_structures():
+    spec = [tf.TensorSpec((None, 2, 2), tf.float64)]
+    checked = mechanics.fast_caller(tf.function(
+        lambda x: tf.sqrt(tf.debugging.check_numerics(x, "x has NaN")),
+        input_signature=spec).get_concrete_function())
+    with pytest.raises(tf.errors.InvalidArgumentError, match="x has NaN"):
+        checked(tf.constant([[[1.0, np.nan], [2.0, 1.0]]], tf.float64))
+    ok = tf.constant([[[4.0, 0.0], [0.0, 9.0]]], tf.float64)
+    np.testing.assert_allclose(checked(ok).numpy(), [[[2.0, 0.0], [0.0, 3.0]]])
+
+    def pair(x):
+        return {"sum": tf.reduce_sum(x, axis=(1, 2)), "twice": (2.0 * x,)}
+
+    call = mechanics.fast_caller(tf.function(pair, input_signature=spec).get_concrete_function())
+    out = call(ok)
+    assert set(out) == {"sum", "twice"} and isinstance(out["twice"], tuple)
+    np.testing.assert_allclose(out["sum"].numpy(), [13.0])
+    np.testing.assert_allclose(out["twice"][0].numpy(), 2.0 * ok.numpy())
+
+
 def test_fast_caller_keeps_gradients_when_a_tape_records():
     w = tf.Variable([[2.0, 0.5], [0.0, 1.0]], dtype=tf.float64)
 
