@@ -63,13 +63,14 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
+from lnn import mechanics
+
 __all__ = [
     "LOSSES",
     "SCHEDULES",
     "History",
     "TrainingDivergedError",
     "fit",
-    "train_engine",
     "cranmer_initialization",
 ]
 
@@ -342,43 +343,6 @@ def _sublayers(model):
 # --------------------------------------------------------------------------- the trainer
 
 
-#: Largest ``batch * n_dof * width**3`` for which :func:`fit`'s XLA train step takes
-#: the accelerations from nested tapes instead of the networks' closed form. Measured
-#: with ``benchmarks/bench_mechanics.py`` and timeit sweeps of batches 1-1024 (n_dof 2
-#: and 7, widths 32 and 128): at width 32 the nested tapes ran 5-35 % faster at every
-#: batch, at width 128 up to batch 16; above the threshold the closed form ran up to
-#: 1.6x faster, around it (7 DOF x 64 rows, 2 DOF x 64 rows at width 128) they tie.
-TAPES_MAX_WORK = 2 ** 28
-
-
-def train_engine(model, batch_size: int, *, xla: bool) -> str:
-    """How :func:`fit` differentiates the accelerations of ``model`` in its train step.
-
-    Parameters
-    ----------
-    model : lnn.MechanicalSystem
-    batch_size : int
-        Rows of a training batch.
-    xla : bool
-        Whether the step is compiled with XLA.
-
-    Returns
-    -------
-    str
-        ``"tapes"`` (nested ``GradientTape``s of the networks) for XLA steps
-        of a ``"kinetic-potential"`` or ``"black-box"`` network with
-        ``batch_size * n_dof * width**3 <= TAPES_MAX_WORK``; else
-        ``"closed-form"`` (the networks' closed-form derivatives, or whatever
-        the model's ``call`` computes).
-    """
-    kind = getattr(model, "kind", None)
-    hidden = getattr(model, "hidden", None)
-    if not xla or kind not in ("kinetic-potential", "black-box") or not hidden:
-        return "closed-form"
-    work = int(batch_size) * int(model.n_dof) * max(hidden) ** 3
-    return "tapes" if work <= TAPES_MAX_WORK else "closed-form"
-
-
 class _Trainer:
     """The compiled train and evaluation steps of one :func:`fit` call."""
 
@@ -410,6 +374,7 @@ class _Trainer:
                                   autograph=False)
         self._eval = tf.function(self._distributed_eval, input_signature=self.signature,
                                  autograph=False)
+        self._train_call = self._eval_call = None  # compiled on first use (see _caller)
 
     # -- loss terms (per sample) -------------------------------------------
     def _per_sample_terms(self, q, qd, qdd, tau, *windows, training: bool):
@@ -527,17 +492,35 @@ class _Trainer:
         reduce = lambda x: self.strategy.reduce(tf.distribute.ReduceOp.SUM, x, axis=None)  # noqa: E731
         return {k: reduce(v) for k, v in sums.items()}, reduce(rows)
 
+    def _caller(self, function):
+        """``function`` called past TensorFlow's Python dispatch when the batches are plain tensors.
+
+        Under the default (single-replica) strategy the dataset yields plain
+        tensors and the compiled step runs through
+        :func:`lnn.mechanics.fast_caller` (about 100 µs less per step than the
+        public call); under a multi-replica strategy (per-replica values) it
+        is called as it is.
+        """
+        if tf.distribute.has_strategy() or not all(
+                isinstance(spec, tf.TensorSpec) for spec in self.signature):
+            return function
+        return mechanics.fast_caller(function.get_concrete_function())
+
     def train_step(self, batch):
         """Run one step; return ``(term sums, rows, applied)`` as numpy values."""
-        (sums, rows), applied = self._train(*batch)
+        if self._train_call is None:
+            self._train_call = self._caller(self._train)
+        (sums, rows), applied = self._train_call(*batch)
         return {k: float(v) for k, v in sums.items()}, float(rows), bool(applied)
 
     def eval_sums(self, batches) -> dict[str, float]:
         """Mean of every term over ``batches``, and the weighted total."""
         totals = {k: 0.0 for k in self.terms}
         count = 0.0
+        if self._eval_call is None:
+            self._eval_call = self._caller(self._eval)
         for batch in batches:
-            sums, rows = self._eval(*batch)
+            sums, rows = self._eval_call(*batch)
             for k in self.terms:
                 totals[k] += float(sums[k])
             count += float(rows)
@@ -796,9 +779,13 @@ def fit(
         # gain nothing, and the structured kind's forward-mode term recompiles on every step.
         xla = (bool(getattr(model, "xla", False)) and getattr(model, "kind", None) == "kinetic-potential"
                and weights.get("rollout", 0.0) <= 0)
+    # The accelerations come from the networks' closed form. Not from nested tapes, even
+    # though under XLA those ran a fixed-weight step 5-35 % faster at width 32: XLA treats
+    # the weights of a function with ForwardAccumulator or batch_jacobian as compile-time
+    # constants and recompiled that step after every weight update (0.6-0.9 s per step).
     trainer = _Trainer(model, weights, n=n, dtype=dtype, scales=scales, strategy=strategy,
                        optimizer=optimizer, horizon=horizon, dt=dt, signature=signature,
-                       jit_compile=xla, engine=train_engine(model, min(n_train, batch_size), xla=xla))
+                       jit_compile=xla)
 
     # History (restored when resuming from a checkpoint).
     log: dict[str, list] = {"epoch": [], "lr": [], "time": []}
