@@ -518,9 +518,11 @@ class LagrangianNetwork(keras.Model):
         """Accelerations whose ``M``, ``dL/dq`` and mixed term come from nested tapes.
 
         The generic engine of :mod:`lnn.mechanics` applied to the networks,
-        instead of their closed-form derivatives (equal to rounding). Under XLA
-        it differentiates faster for small batches and widths, so :func:`lnn.fit`
-        uses it there (:func:`lnn.train.train_engine`).
+        instead of their closed-form derivatives (equal to rounding): a check of
+        the closed form's weight gradients. Not for XLA training steps: XLA
+        treats the weights of a function with ``ForwardAccumulator`` or
+        ``batch_jacobian`` as compile-time constants and recompiles it after
+        every weight update.
         """
         force = self._generalized_force(qd, tau)
         force = tf.zeros_like(q) if force is None else force
@@ -574,7 +576,8 @@ class LagrangianNetwork(keras.Model):
         The hot path: the XLA batch padding (:func:`lnn.mechanics.bucketed`) is
         done here in numpy, before the one conversion to a tensor.
         """
-        _, _, raw, jit = self._entry(op, regularize)
+        entry = self._functions.get((op, regularize)) or self._entry(op, regularize)
+        raw, jit = entry[2], entry[3]
         rows = x.shape[0]
         size = mechanics.batch_bucket(rows) if jit else rows
         if size == rows:
@@ -642,17 +645,17 @@ class LagrangianNetwork(keras.Model):
     def _prepare(self, *pairs):
         return mechanics._inputs(pairs, self._tf_dtype, n=self.n_dof)
 
-    def _dispatch(self, op, graph, *pairs):
-        """Check ``pairs``; inline ``graph(*args)`` on symbolic tensors, else run compiled ``op``.
+    def _dispatch(self, op, graph, names, *values):
+        """Check ``values``; inline ``graph(*args)`` on symbolic tensors, else run compiled ``op``.
 
         The compiled functions take the inputs side by side in one ``(B, k n)``
         tensor (one conversion and one bound input per call instead of ``k``).
+        ``names`` (one per value) word the errors of the full checks.
         """
-        x = mechanics.packed_plain([v for _, v in pairs], self._np_dtype, self._tf_dtype,
-                                   self.n_dof)
+        x = mechanics.packed_plain(values, self._np_dtype, self._tf_dtype, self.n_dof)
         if x is not None:  # finite (B, n) batches of the model's dtype: the hot path
             return self._run_packed(op, x)
-        args, single, _ = self._prepare(*pairs)
+        args, single, _ = self._prepare(*zip(names, values))
         if mechanics._is_symbolic(args[0]):
             return graph(*args)
         out = self._function(op)(mechanics.pack_columns(args, self._tf_dtype))
@@ -670,7 +673,7 @@ class LagrangianNetwork(keras.Model):
         -------
         tensor, shape ``(B,)`` (scalar for a single state)
         """
-        return self._dispatch("lagrangian", self._lagrangian, ("q", q), ("qd", qd))
+        return self._dispatch("lagrangian", self._lagrangian, ("q", "qd"), q, qd)
 
     def kinetic_energy(self, q, qd):
         """Kinetic energy ``T``.
@@ -683,7 +686,7 @@ class LagrangianNetwork(keras.Model):
         -------
         tensor, shape ``(B,)`` (scalar for a single state)
         """
-        return self._dispatch("kinetic_energy", self._kinetic, ("q", q), ("qd", qd))
+        return self._dispatch("kinetic_energy", self._kinetic, ("q", "qd"), q, qd)
 
     def potential_energy(self, q):
         """Potential energy ``V``.
@@ -696,7 +699,7 @@ class LagrangianNetwork(keras.Model):
         -------
         tensor, shape ``(B,)`` (scalar for a single state)
         """
-        return self._dispatch("potential_energy", self._potential, ("q", q))
+        return self._dispatch("potential_energy", self._potential, ("q",), q)
 
     def mass_matrix(self, q, qd=None):
         """Mass matrix ``M = d2T/dqd2`` (closed form).
@@ -712,10 +715,13 @@ class LagrangianNetwork(keras.Model):
         -------
         tensor, shape ``(B, n, n)`` (``(n, n)`` for a single state)
         """
+        x = mechanics.packed_plain((q, qd), self._np_dtype, self._tf_dtype, self.n_dof)
+        if x is not None:  # the hot path of scripts and integrators, as in _dispatch
+            return self._run_packed("mass_matrix", x)
         if qd is None:
             qd = (tf.zeros_like(q) if isinstance(q, tf.Tensor)
                   else np.zeros_like(np.asarray(q, float)))
-        return self._dispatch("mass_matrix", self._mass_matrix_graph, ("q", q), ("qd", qd))
+        return self._dispatch("mass_matrix", self._mass_matrix_graph, ("q", "qd"), q, qd)
 
     def acceleration(self, q, qd, tau=None, *, regularize: float | None = None):
         """Forward dynamics ``qdd = M^{-1} (dL/dq - (d2L/dqd dq) qd + tau - D qd)``.
@@ -820,7 +826,7 @@ class LagrangianNetwork(keras.Model):
             The generalized force that produces ``qdd``.
         """
         return self._dispatch("inverse_dynamics", self._inverse_dynamics_graph,
-                              ("q", q), ("qd", qd), ("qdd", qdd))
+                              ("q", "qd", "qdd"), q, qd, qdd)
 
     def energy(self, q, qd):
         """Energy ``E = qd . dL/dqd - L``.
@@ -833,7 +839,7 @@ class LagrangianNetwork(keras.Model):
         -------
         tensor, shape ``(B,)`` (scalar for a single state)
         """
-        return self._dispatch("energy", self._energy_graph, ("q", q), ("qd", qd))
+        return self._dispatch("energy", self._energy_graph, ("q", "qd"), q, qd)
 
     def energy_rate(self, q, qd, qdd):
         """``dE/dt`` along ``(qd, qdd)`` by automatic differentiation.
