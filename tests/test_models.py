@@ -462,3 +462,19 @@ def test_xla_path_in_a_fresh_process():
                             timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith("ok")
+
+
+@pytest.mark.parametrize("n, width", [(2, 8), (7, 32), (7, 128)])
+def test_weighted_gram_equals_the_batched_matmul_under_xla(n, width):
+    """Both forms of K diag(c) K^T (the fused sum under XLA for small n*n*H, else matmul)."""
+    import tensorflow as tf
+
+    from lnn._mlp import weighted_gram
+
+    rng = np.random.default_rng(n)
+    k = tf.constant(rng.normal(size=(5, n, width)))
+    c = tf.constant(rng.normal(size=(5, width)))
+    reference = np.einsum("bih,bh,bjh->bij", k.numpy(), c.numpy(), k.numpy())
+    for jit in (False, True):
+        out = tf.function(weighted_gram, jit_compile=jit, autograph=False)(k, c).numpy()
+        np.testing.assert_allclose(out, reference, rtol=1e-12, atol=1e-12)
