@@ -8,36 +8,51 @@ hidden width 32 and 128. Methods:
   a        naive eager nested ``GradientTape`` + ``batch_jacobian`` (the seed
            questions' code: full mixed block, ``tf.linalg.solve``)
   b        ``tf.function`` of the engine (nested tapes, mixed term as a JVP,
-           Cholesky), called through its concrete function (``lnn.mechanics.fast_caller``, as every
-           compiled method here)
+           Cholesky) with a fixed ``input_signature``, called as a user calls
+           it: ``f(tf.constant(q), tf.constant(qd))`` (so are c to e-hyb)
   c        (b) with ``jit_compile=True`` (XLA)
   d        forward-over-reverse Hessian (``ForwardAccumulator``), ``tf.function``
   d-xla    (d) with XLA
   e        closed-form MLP Hessian (forward Jacobians + backward adjoints),
-           ``tf.function``, concrete function
+           ``tf.function``
   e-xla    (e) with XLA
   e-hyb    (e) with XLA for the derivatives and TensorFlow's batched Cholesky
            outside (under XLA, c/d-xla/e-xla factorise with the unrolled
            Cholesky of ``lnn.mechanics.solve_cholesky``)
   package  the public call: ``model.mass_matrix(q, qd)`` / ``model.acceleration``
-           on numpy inputs (validation included: whole-XLA, unrolled Cholesky,
-           dispatched past TensorFlow's Python call path when no tape
-           records, the inputs packed into one tensor); for the training step,
-           the gradient function ``lnn.fit`` compiles for that batch size (XLA
-           for this kinetic-potential model; nested tapes or the closed form as
-           ``lnn.train.train_engine`` chooses)
+           on numpy inputs (validation included: whole-XLA closed form,
+           unrolled Cholesky, the inputs packed into one tensor, dispatched
+           past TensorFlow's Python call path when no tape records); for the
+           training step, the gradient function ``lnn.fit`` compiles (XLA and
+           the closed form for this kinetic-potential model) with the same
+           update as the others, called as ``fit`` calls its step
+  nocheck  the package's own compiled function of ``package`` called through
+           its dispatcher on the packed inputs, without any check: what the
+           validation costs (not a path offered to users)
   f        JAX ``jit(vmap(...))`` of the LNN paper's code path (``jax.hessian``,
            ``jacobian(jacobian)`` mixed block, solve), same weights
-  floor    a trivial ``tf.function`` (``q + qd``) called like the package
-           (numpy in): the dispatch floor
+  floor    a trivial ``tf.function`` (``q + qd``) called like (b) (numpy in):
+           the dispatch floor
 
-Every method is called on the same float32 numpy arrays each time (fresh
-tensors for TensorFlow, numpy arrays for JAX), as a script or an integrator
-calls them. Methods are timed round-robin (one call each per round, in a shuffled order) so that a shared,
-noisy machine slows them alike; (a) is timed apart (seconds per call).
+A training step is the loss on qdd, its gradient with respect to the weights
+and a plain gradient-descent update of the weights (learning rate 1e-7), so
+that the weights change between calls as in training: XLA functions that
+contain ``ForwardAccumulator`` or ``batch_jacobian`` (c, d-xla) treat the
+weights as compile-time constants and recompile on every update, which a
+benchmark with frozen weights would hide. JAX's step returns the updated
+weights, used by its next call.
+
+Every method is called on the same float32 numpy arrays each time, as a
+script or an integrator calls them. Methods are timed round-robin (one call
+each per round, in a shuffled order) so that a shared, noisy machine slows
+them alike; (a), and any method whose warm call takes over 50 ms (an XLA
+recompilation), are timed apart (a few calls).
 Columns: median time per call, ratio to (a) and to (f). Run
-``python benchmarks/bench_mechanics.py`` (5-10 minutes on 2 cores: XLA
-compilations and the eager baseline dominate) or with ``--quick`` (width 32).
+``python benchmarks/bench_mechanics.py`` (about 17 minutes on one core: XLA
+recompilations of (c) and (d-xla) and the eager baseline dominate) or with
+``--quick`` (width 32, about 5 minutes). The summary compares the package with
+the fastest of (b) to (e-hyb), with its own unchecked call, with JAX and with
+the dispatch floor.
 """
 
 from __future__ import annotations
@@ -66,9 +81,14 @@ def median_times(calls: dict, *, budget: float, min_rounds: int = 5,
     Two warm-up calls each (tracing, XLA compilation); then rounds of one
     call per method until ``budget`` seconds per method have passed.
     """
-    for fn in calls.values():
+    slow = {}
+    for name, fn in calls.items():
         fn()
+        t0 = time.perf_counter()
         fn()
+        if time.perf_counter() - t0 > SLOW:
+            slow[name] = fn
+    calls = {name: fn for name, fn in calls.items() if name not in slow}
     times = {name: [] for name in calls}
     start = time.perf_counter()
     rounds = 0
@@ -83,13 +103,25 @@ def median_times(calls: dict, *, budget: float, min_rounds: int = 5,
             fn()
             times[name].append(time.perf_counter() - t0)
         rounds += 1
-    return {name: statistics.median(t) for name, t in times.items()}
+    medians = {name: statistics.median(t) for name, t in times.items()}
+    for name, fn in slow.items():
+        medians[name] = slow_median_time(fn)
+    return medians
+
+
+#: A warm call longer than this (s) is timed apart, a few calls (see median_times).
+SLOW = 0.05
 
 
 def slow_median_time(fn, reps: int = 3) -> float:
-    """Median of a few calls of a slow eager function (one warm-up call)."""
+    """Median of a few calls of a slow function (after one warm-up call)."""
     fn()
-    return median_times({"x": fn}, budget=0.0, min_rounds=reps, max_rounds=reps)["x"]
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 # -- TensorFlow methods ----------------------------------------------------------------
@@ -119,16 +151,28 @@ def naive_acceleration(lagrangian, q, qd):
 
 
 def compiled(fn, n, n_args, jit):
+    """``fn`` under ``tf.function`` with a fixed signature, to be called as users call it."""
     spec = [tf.TensorSpec((None, n), tf.float32)] * n_args
-    return mechanics.fast_caller(tf.function(fn, input_signature=spec, jit_compile=jit,
-                                             autograph=False).get_concrete_function())
+    return tf.function(fn, input_signature=spec, jit_compile=jit, autograph=False)
+
+
+#: Learning rate of the benchmark's training steps (small: thousands of steps must not
+#: move the weights far).
+LEARNING_RATE = 1e-7
+
+
+def descend(variables, grads, scale=1.0):
+    """A plain gradient-descent update, so that the weights change between steps."""
+    for v, g in zip(variables, grads):
+        v.assign_sub((LEARNING_RATE * scale) * g)
 
 
 def train_step(qdd_fn, variables):
     def step(q, qd, target):
         with tf.GradientTape() as tape:
             loss = tf.reduce_mean((qdd_fn(q, qd) - target) ** 2)
-        return loss, tape.gradient(loss, variables)
+        descend(variables, tape.gradient(loss, variables))
+        return loss
     return step
 
 
@@ -166,35 +210,51 @@ def tf_methods(model, n):
 
     methods["e-hyb"] = (methods["e-xla"][0], compiled(hybrid, n, 2, False),
                         compiled(train_step(hybrid, variables), n, 3, False))
-    steps = {batch: package_train_step(model, n, batch) for batch in (1, 1024)}
-    methods["package"] = (model.mass_matrix, model.acceleration,
-                          lambda q, qd, target: steps[q.shape[0]](q, qd, target))
+    methods["package"] = (model.mass_matrix, model.acceleration, package_train_step(model, n))
     return methods
 
 
-def package_train_step(model, n, batch):
-    """The gradient computation ``lnn.fit`` compiles (its ``_Trainer``) for ``batch_size=batch``.
+def package_train_step(model, n):
+    """The gradient computation ``lnn.fit`` compiles (its ``_Trainer``), with the update.
 
-    An L2 loss on qdd; XLA and the engine as ``fit`` chooses them for this
-    model and batch size (``lnn.train.train_engine``).
+    An L2 loss on qdd (and ``fit``'s zero torques), XLA as ``fit`` chooses it
+    for this model; the same plain update as the other methods in the same
+    compiled function; called as ``fit`` calls its step (through
+    ``lnn.mechanics.fast_caller``) on tensors of the numpy batch.
     """
-    from lnn.train import _Trainer, train_engine
+    from lnn.train import _Trainer
 
     spec = [tf.TensorSpec((None, n), tf.float32)] * 4
     xla = model.kind == "kinetic-potential"  # fit's default
     trainer = _Trainer(model, {"acceleration-l2": 1.0}, n=n, dtype=tf.float32,
                        scales={"qdd": 1.0}, strategy=tf.distribute.get_strategy(),
-                       optimizer=None, horizon=1, dt=1.0, signature=spec, jit_compile=xla,
-                       engine=train_engine(model, batch, xla=xla))
-    step = mechanics.fast_caller(trainer._local.get_concrete_function(*spec))
+                       optimizer=None, horizon=1, dt=1.0, signature=spec, jit_compile=xla)
+    variables = model.trainable_variables
+
+    def update(q, qd, target, tau):
+        sums, rows, grads = trainer._local(q, qd, target, tau)
+        descend(variables, grads, 1.0 / rows)  # fit's gradients are sums over the rows
+        return sums
+
+    step = mechanics.fast_caller(tf.function(update, input_signature=spec, jit_compile=xla,
+                                             autograph=False).get_concrete_function())
     zeros = {}
 
     def run(q, qd, target):
         tau = zeros.get(q.shape)
         if tau is None:
-            tau = zeros[q.shape] = tf.zeros_like(q)
-        return step(q, qd, target, tau)
+            tau = zeros[q.shape] = np.zeros_like(q)
+        return step(*(tf.constant(a) for a in (q, qd, target, tau)))
     return run
+
+
+def nocheck_calls(model, q, qd):
+    """The package's compiled ``M`` and ``qdd`` on packed inputs, without any check."""
+    make = mechanics._make_eager
+    mass = model._entry("mass_matrix")[2]
+    accel = model._entry("acceleration_free")[2]
+    return (lambda: mass(make(np.concatenate([q, qd], axis=1), tf.float32)),
+            lambda: accel(make(np.concatenate([q, qd], axis=1), tf.float32)))
 
 
 # -- JAX peer ------------------------------------------------------------------------------
@@ -237,13 +297,26 @@ def jax_methods(model):
     def loss(p, q, qd, target):
         return jnp.mean((jax.vmap(acc, (None, 0, 0))(p, q, qd) - target) ** 2)
 
-    step = jax.jit(jax.value_and_grad(loss))
+    def update(p, q, qd, target):
+        value, grads = jax.value_and_grad(loss)(p, q, qd, target)
+        new = {**p, "T": [(k - LEARNING_RATE * gk, b - LEARNING_RATE * gb)
+                          for (k, b), (gk, gb) in zip(p["T"], grads["T"])],
+               "V": [(k - LEARNING_RATE * gk, b - LEARNING_RATE * gb)
+                     for (k, b), (gk, gb) in zip(p["V"], grads["V"])]}
+        return value, new
+
+    step = jax.jit(update)
+    state = {"p": params}
+
+    def train(p, q, qd, target):  # the updated weights feed the next step
+        value, state["p"] = step(state["p"], q, qd, target)
+        return jax.block_until_ready(value)
 
     def block(x):
         return jax.block_until_ready(x)
 
     return params, (lambda p, q, qd: block(mass(p, q, qd)), lambda p, q, qd: block(accel(p, q, qd)),
-                    lambda p, q, qd, t: block(step(p, q, qd, t)))
+                    train)
 
 
 # -- main --------------------------------------------------------------------------------------
@@ -284,24 +357,29 @@ def main(argv=None) -> int:
                 qd_np = rng.normal(0, 1, (batch, n)).astype(np.float32)
                 target_np = rng.normal(0, 1, (batch, n)).astype(np.float32)
                 q, qd, target = (tf.constant(a) for a in (q_np, qd_np, target_np))
+                nocheck = nocheck_calls(model, q_np, qd_np)
                 const = tf.constant
                 for qi, quantity in enumerate(("M", "qdd", "train")):
                     calls = {}
                     # Every method takes the same numpy arrays each call (as a user's script
-                    # or an integrator does): the TF methods convert them to fresh tensors,
-                    # the package converts and validates them, JAX converts them itself.
+                    # or an integrator does): the tf.functions get fresh tensors of them
+                    # (tf.constant: faster than letting the call convert numpy), the package
+                    # converts and validates them itself, JAX converts them.
                     for name, fns in methods.items():
                         fn = fns[qi]
                         if name == "a":
                             calls[name] = ((lambda fn=fn: fn(q, qd, target)) if quantity == "train"
                                            else (lambda fn=fn: fn(q, qd)))
-                        elif name == "package" and quantity != "train":
-                            calls[name] = (lambda fn=fn: fn(q_np, qd_np))
+                        elif name == "package":
+                            calls[name] = ((lambda fn=fn: fn(q_np, qd_np, target_np))
+                                           if quantity == "train" else (lambda fn=fn: fn(q_np, qd_np)))
                         elif quantity == "train":
                             calls[name] = (lambda fn=fn: fn(const(q_np), const(qd_np),
                                                             const(target_np)))
                         else:
                             calls[name] = (lambda fn=fn: fn(const(q_np), const(qd_np)))
+                    if quantity != "train":
+                        calls["nocheck"] = nocheck[qi]
                     naive = calls.pop("a")
                     if peer is not None:
                         p, (jm, ja, jt) = peer
@@ -318,15 +396,19 @@ def main(argv=None) -> int:
                         vs_f = f"{t / times['f']:8.3f}" if "f" in times else f"{'-':>8}"
                         print(f"{quantity:<8} {batch:>5} {n:>2} {width:>5} {name:<8} "
                               f"{t * 1e6:9.1f}us {vs_a} {vs_f}", flush=True)
-                    tf_only = {k: v for k, v in times.items() if k not in ("f", "floor", "package")}
+                    tf_only = {k: v for k, v in times.items()
+                               if k not in ("f", "floor", "package", "nocheck")}
                     fastest = min(tf_only, key=tf_only.get)
                     summary.append((quantity, batch, n, width, fastest, times))
     print()
-    print("# summary: fastest raw TF formulation; package vs it, vs JAX (f) and vs the dispatch floor")
+    print("# summary: fastest other TF path (b to e-hyb); package vs it, vs its unchecked call, "
+          "vs JAX (f) and vs the dispatch floor")
     for quantity, batch, n, width, fastest, times in summary:
         pkg = times["package"]
         parts = [f"{quantity:<6} B={batch:<5} n={n} w={width:<4} fastest TF={fastest:<6}",
                  f"package/fastest TF={pkg / times[fastest]:5.2f}"]
+        if "nocheck" in times:
+            parts.append(f"package/nocheck={pkg / times['nocheck']:5.2f}")
         if "f" in times:
             parts.append(f"package/f={pkg / times['f']:6.2f}")
         if "floor" in times:
