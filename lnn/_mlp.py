@@ -37,6 +37,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from lnn.mechanics import _in_xla_context
+
 __all__ = ["ACTIVATIONS", "MLP", "MLPLayer", "scalar_derivatives", "ScalarDerivatives"]
 
 
@@ -344,8 +346,6 @@ def weighted_gram(k, c):
     -------
     tensor, shape ``(B, n, n)``
     """
-    from lnn.mechanics import _in_xla_context
-
     n, h = k.shape[1], k.shape[2]
     if n is not None and h is not None and n * n * h <= GRAM_BY_SUM_MAX and _in_xla_context():
         return tf.reduce_sum(k[:, :, None, :] * k[:, None, :, :] * c[:, None, None, :], axis=-1)

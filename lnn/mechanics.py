@@ -335,13 +335,6 @@ def packed_plain(values, np_dtype, dtype, n):
     -------
     numpy.ndarray of shape ``(B, k n)``, or None
     """
-    if len(values) == 2:  # the commonest call, (q, qd) as numpy batches: straight through
-        a, b = values
-        if (type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == np_dtype
-                and b.dtype == np_dtype and a.ndim == 2 and a.shape == b.shape
-                and a.shape[1] == n):
-            x = np.concatenate((a, b), axis=1)
-            return x if _all_finite(x) else None
     arrays = []
     shape = None
     for x in values:

@@ -576,8 +576,7 @@ class LagrangianNetwork(keras.Model):
         The hot path: the XLA batch padding (:func:`lnn.mechanics.bucketed`) is
         done here in numpy, before the one conversion to a tensor.
         """
-        entry = self._functions.get((op, regularize)) or self._entry(op, regularize)
-        raw, jit = entry[2], entry[3]
+        _, _, raw, jit = self._entry(op, regularize)
         rows = x.shape[0]
         size = mechanics.batch_bucket(rows) if jit else rows
         if size == rows:
