@@ -350,6 +350,9 @@ class _Trainer:
                  optimizer, horizon: int, dt: float, signature, jit_compile: bool = False,
                  engine: str = "closed-form") -> None:
         self.model = model
+        # "closed-form" (fit's, always) or "tapes": the generic engine of lnn.mechanics on
+        # the networks, kept to check the closed form's weight gradients (tests); never
+        # under XLA in fit, where it recompiles after every weight update.
         self.engine = engine
         self.weights = weights
         self.terms = [k for k, w in weights.items() if w > 0]
@@ -498,8 +501,8 @@ class _Trainer:
         Under the default (single-replica) strategy the dataset yields plain
         tensors and the compiled step runs through
         :func:`lnn.mechanics.fast_caller` (a batch-8 step of a 2-DOF width-32
-        model: 920-1015 -> 610-620 µs, one core); under a multi-replica strategy (per-replica values) it
-        is called as it is.
+        model: 920-1015 -> 610-620 µs, one core); under a multi-replica
+        strategy (per-replica values) it is called as it is.
         """
         if tf.distribute.has_strategy() or not all(
                 isinstance(spec, tf.TensorSpec) for spec in self.signature):
