@@ -504,6 +504,34 @@ class FastLagrangian:
             tau = tau + qd @ self.damping.T
         return tau[0] if single else tau
 
+    def energy(self, q, qd) -> np.ndarray:
+        """Total energy ``E = qd . dL/dqd - L`` (``T + V`` for the structured kind).
+
+        Parameters
+        ----------
+        q, qd : array_like, shape ``(B, n)`` or ``(n,)``
+
+        Returns
+        -------
+        numpy.ndarray, shape ``(B,)`` (a 0-d array for a single state), model dtype
+        """
+        (q, qd), single = self._inputs(("q", q), ("qd", qd))
+        r = self._basis(q)[0]
+        if self.kind == "structured":
+            mass = self._structured_mass(r)[0]
+            energy = 0.5 * np.einsum("bi,bij,bj->b", qd, mass, qd)
+        else:
+            # The main network is T (kinetic-potential) or L (black-box): qd . dy/dqd - y.
+            net = self.main
+            value, slopes, _ = _forward(net, r, qd, curvature=False)
+            g_qd = _backward(net, slopes, None)[1] @ net.w_qd.T
+            energy = np.einsum("bi,bi->b", qd, g_qd) - value[:, 0]
+            if self.epsilon:  # the convex kinetic energy's (eps / 2) |qd|^2
+                energy += 0.5 * self.epsilon * np.einsum("bi,bi->b", qd, qd)
+        if self.potential is not None:
+            energy += _forward(self.potential, r, None, curvature=False)[0][:, 0]
+        return energy[0] if single else energy
+
     def _terms(self, q, qd):
         """``M (B, n, n)`` and ``dL/dq - (d2L/dqd dq) qd (B, n)``."""
         if self.kind == "structured":

@@ -73,7 +73,9 @@ def rollout(system, q0, qd0, t, *, tau=None, tau_interpolation: str = "linear",
         Anything with ``n_dof`` and ``acceleration(q, qd, tau=None)`` (and
         ``energy(q, qd)``); ``numpy_acceleration`` is used instead of
         ``acceleration`` when present, ``acceleration_jacobian`` feeds the
-        implicit methods when present.
+        implicit methods when present. A ``numpy_snapshot()`` (learned
+        models) is taken once and gives both the accelerations and the
+        energies.
     q0, qd0 : array_like, shape ``(B, n)`` or ``(n,)``
         Initial coordinates and velocities; a single state ``(n,)`` gives
         ``B = 1``.
@@ -158,7 +160,9 @@ def rollout(system, q0, qd0, t, *, tau=None, tau_interpolation: str = "linear",
         if not value > 0:
             raise ValueError(f"{name} must be positive; got {value!r}")
     torque = _Torque(tau, t, B, n, tau_interpolation)
-    acceleration = _acceleration_function(system)
+    snapshot = getattr(system, "numpy_snapshot", None)
+    twin = snapshot() if snapshot is not None else None  # one weight snapshot per rollout
+    acceleration = _acceleration_function(system, twin)
 
     t0, t_end = float(t[0]), float(t[-1])
     span = t_end - t0
@@ -213,15 +217,16 @@ def rollout(system, q0, qd0, t, *, tau=None, tau_interpolation: str = "linear",
     flat = (B * t.shape[0], n)
     q_flat, qd_flat = q.reshape(flat), qd.reshape(flat)
     tau_flat = None if torque.is_none else tau_samples.reshape(flat)
+    energy_of = twin.energy if twin is not None else getattr(system, "energy", None)
     qdd = np.empty(flat)
+    # NaN for a model without an energy, such as lnn.baseline.AccelerationMLP.
+    energy = np.full(flat[:1], np.nan)
     for start in range(0, flat[0], _SAMPLE_BLOCK):  # blocks: temporaries stay in cache
         rows = slice(start, start + _SAMPLE_BLOCK)
         qdd[rows] = acceleration(q_flat[rows], qd_flat[rows],
                                  None if tau_flat is None else tau_flat[rows])
-    if hasattr(system, "energy"):
-        energy = np.asarray(system.energy(q.reshape(flat), qd.reshape(flat)), dtype=np.float64)
-    else:  # e.g. lnn.baseline.AccelerationMLP: a dynamics model without a Lagrangian
-        energy = np.full(flat[:1], np.nan)
+        if energy_of is not None:
+            energy[rows] = np.asarray(energy_of(q_flat[rows], qd_flat[rows]), dtype=np.float64)
     return Trajectory(
         t=t, q=q, qd=qd, qdd=qdd.reshape(q.shape), tau=tau_samples,
         energy=energy.reshape(B, t.shape[0]), nfev=nfev, method=method,
@@ -345,9 +350,12 @@ def _time_grid(t) -> np.ndarray:
     return t
 
 
-def _acceleration_function(system):
-    """Return ``f(q, qd, tau) -> (B, n)`` float64 ndarray, the fastest path the system has."""
-    fast = getattr(system, "numpy_acceleration", None)
+def _acceleration_function(system, twin):
+    """Return ``f(q, qd, tau) -> (B, n)`` float64 ndarray, the fastest path the system has.
+
+    ``twin`` is ``system``'s numpy snapshot (``numpy_snapshot()``), or None.
+    """
+    fast = twin.acceleration if twin is not None else getattr(system, "numpy_acceleration", None)
     slow = system.acceleration
 
     def acceleration(q, qd, tau):

@@ -791,9 +791,24 @@ class LagrangianNetwork(keras.Model):
             ``ValueError`` listing the ``trajectories``) where ``M`` is not
             positive definite.
         """
+        return self.numpy_snapshot().acceleration
+
+    def numpy_snapshot(self):
+        """A numpy snapshot of the current weights (:class:`lnn.fast.FastLagrangian`).
+
+        It evaluates ``acceleration``, ``inverse_dynamics``, ``mass_matrix``
+        and ``energy`` in numpy (equal to the TensorFlow path to rounding) and
+        does not see later changes of the weights. ``lnn.rollout`` takes one
+        per rollout for the solver's right-hand side and the energies at the
+        samples.
+
+        Returns
+        -------
+        lnn.fast.FastLagrangian
+        """
         from lnn.fast import FastLagrangian
 
-        return FastLagrangian.from_model(self).acceleration
+        return FastLagrangian.from_model(self)
 
     def acceleration_jacobian(self, q, qd, tau=None) -> np.ndarray:
         """Exact ``d qdd / d [q, qd]`` by autodiff, for scipy's implicit solvers.

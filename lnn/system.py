@@ -33,6 +33,11 @@ class MechanicalSystem(Protocol):
         (Radau, BDF, LSODA) receive it, finite differences otherwise.
     ``numpy_acceleration(q, qd, tau=None)`` -> ``(B, n)`` numpy array
         A fast numpy-in, numpy-out acceleration for the solver's hot path.
+    ``numpy_snapshot()`` -> an object with numpy ``acceleration(q, qd, tau=None)``
+        and ``energy(q, qd)``
+        Taken once per rollout (e.g. :class:`lnn.fast.FastLagrangian` of a
+        learned model's current weights) and used instead of the methods
+        above for the right-hand side and for the energies at the samples.
     """
 
     n_dof: int

@@ -53,6 +53,10 @@ def test_numpy_path_equals_tensorflow_float64(kind, options, angular):
     tau = model.inverse_dynamics(q, qd, qdd).numpy()
     np.testing.assert_allclose(fast.inverse_dynamics(q, qd, qdd), tau, rtol=0,
                                atol=1e-10 * np.abs(tau).max())
+    energy = model.energy(q, qd).numpy()
+    np.testing.assert_allclose(fast.energy(q, qd), energy, rtol=0, atol=1e-10 * np.abs(energy).max())
+    np.testing.assert_allclose(fast.energy(q[3], qd[3]), energy[3], rtol=0,
+                               atol=1e-10 * np.abs(energy).max())
     # Forward dynamics, where M is positive definite by construction (the inverse dynamics
     # above already cover the other kinds: the same terms, without the solve).
     if kind == "structured" or options.get("convex"):
@@ -77,6 +81,8 @@ def test_numpy_path_equals_tensorflow_float32(kind, options):
     np.testing.assert_allclose(ours, tau, rtol=0, atol=2e-5 * np.abs(tau).max())
     mass = model.mass_matrix(q, qd).numpy()
     np.testing.assert_allclose(fast.mass_matrix(q, qd), mass, rtol=0, atol=2e-5 * np.abs(mass).max())
+    energy = model.energy(q, qd).numpy()
+    np.testing.assert_allclose(fast.energy(q, qd), energy, rtol=0, atol=2e-5 * np.abs(energy).max())
 
 
 def test_single_state_and_bad_shapes():
@@ -176,3 +182,30 @@ def test_learned_rollout_equals_plain_numpy_wrapper():
     implicit = lnn.integrate.rollout(model, q0, qd0, t, method="Radau", **options)
     assert implicit.metadata["njev"] > 0
     np.testing.assert_allclose(implicit.q, fast.q, rtol=0, atol=1e-7)
+    np.testing.assert_allclose(fast.energy, plain.energy, rtol=0,
+                               atol=1e-7 * np.abs(plain.energy).max())
+
+
+def test_rollout_takes_one_snapshot_for_accelerations_and_energies(monkeypatch):
+    """No TensorFlow call (nor its compilation for a new batch size) after the solve."""
+    model = _model("kinetic-potential", {"convex": True}, ANGULAR["mixed"])
+    snapshots = []
+    take = model.numpy_snapshot
+
+    def counted():
+        snapshots.append(take())
+        return snapshots[-1]
+
+    def no_tensorflow(*args, **kwargs):
+        raise AssertionError("rollout called the TensorFlow path")
+
+    monkeypatch.setattr(model, "numpy_snapshot", counted)
+    monkeypatch.setattr(model, "energy", no_tensorflow)
+    monkeypatch.setattr(model, "acceleration", no_tensorflow)
+    rng = np.random.default_rng(4)
+    q0, qd0 = rng.normal(size=(2, N_DOF)), rng.normal(size=(2, N_DOF))
+    trajectory = lnn.integrate.rollout(model, q0, qd0, np.linspace(0.0, 0.2, 3))
+    assert len(snapshots) == 1
+    monkeypatch.undo()
+    expected = model.energy(trajectory.q.reshape(-1, N_DOF), trajectory.qd.reshape(-1, N_DOF))
+    np.testing.assert_allclose(trajectory.energy.ravel(), expected.numpy(), rtol=1e-12, atol=1e-12)
