@@ -44,7 +44,8 @@ import weakref
 import numpy as np
 from scipy.special import expit
 
-from lnn.mechanics import MassMatrixError, fast_caller, mass_matrix_health
+from lnn.mechanics import (MassMatrixError, batch_bucket, fast_caller, mass_matrix_health,
+                           pad_rows)
 
 __all__ = ["FastLagrangian", "IndefiniteMassMatrixError", "acceleration_jacobian"]
 
@@ -579,8 +580,15 @@ class FastLagrangian:
 
 # ----------------------------------------------------------------------------- Jacobian
 
-# model -> {(dtype, with_tau): concrete function}; weak so that models can be freed.
+# model -> {(dtype, with_tau, xla): concrete function}; weak so that models can be freed.
 _JACOBIANS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+#: Batches from this size get the XLA-compiled Jacobian (padded to
+#: :func:`lnn.mechanics.batch_bucket` rows). For a 64x64 model on a 2-core CPU,
+#: XLA compiles for 1.7 s (double pendulum) to 5 s (7 DOF) per batch size and
+#: then saves 0.3-0.4 ms a call at batch 1 (paid back after 4 000-12 000
+#: calls, more than a rollout makes) but 3-9 ms at batch 256 (after ~600).
+JACOBIAN_XLA_MIN_BATCH = 64
 
 
 def acceleration_jacobian(model, q, qd, tau=None) -> np.ndarray:
@@ -590,8 +598,10 @@ def acceleration_jacobian(model, q, qd, tau=None) -> np.ndarray:
     ``None``) takes ``tf.GradientTape.batch_jacobian`` of the model's
     acceleration graph, so the cost grows linearly with the batch and the
     blocks are per sample (``tau`` held fixed). With the model's ``xla`` on
-    (the default) it is compiled by XLA, once per batch size (a few seconds;
-    a rollout keeps its batch size), except for the ``"structured"`` kind.
+    (the default), batches of :data:`JACOBIAN_XLA_MIN_BATCH` rows or more run
+    XLA-compiled, padded to a ladder of batch sizes (a compilation of a few
+    seconds per size; a rollout keeps its batch size), except for the
+    ``"structured"`` kind; smaller batches skip that compilation.
 
     Parameters
     ----------
@@ -628,11 +638,17 @@ def acceleration_jacobian(model, q, qd, tau=None) -> np.ndarray:
     if q.shape != qd.shape or (tau is not None and tau.shape != q.shape):
         raise ValueError(f"q, qd and tau must have the same shape, got {q.shape}, {qd.shape}"
                          + ("" if tau is None else f", {tau.shape}"))
+    if q.shape[0] == 0:
+        return np.zeros((0, n, 2 * n))
+    # XLA (2-4x faster a call) pays for its compilation only over many calls of a large
+    # batch; the structured kind's forward-mode term is left to TensorFlow's kernels.
+    jit = (bool(getattr(model, "xla", False)) and model.kind != "structured"
+           and q.shape[0] >= JACOBIAN_XLA_MIN_BATCH)
     try:
         per_model = _JACOBIANS.setdefault(model, {})
     except TypeError:
         per_model = {}
-    key = (dtype, tau is not None)
+    key = (dtype, tau is not None, jit)
     fn = per_model.get(key)
     if fn is None:
         spec = tf.TensorSpec((None, n), dtype)
@@ -645,14 +661,12 @@ def acceleration_jacobian(model, q, qd, tau=None) -> np.ndarray:
             return tape.batch_jacobian(qdd, state)
 
         signature = [spec, spec, spec] if tau is not None else [spec, spec]
-        # XLA: 2-4x faster per call (bench_rollout.py); the structured kind's
-        # forward-mode term is left to TensorFlow's kernels.
-        jit = bool(getattr(model, "xla", False)) and model.kind != "structured"
         fn = tf.function(jacobian, input_signature=signature, autograph=False, jit_compile=jit)
         fn = fast_caller(fn.get_concrete_function())
         per_model[key] = fn
-    if q.shape[0] == 0:
-        return np.zeros((0, n, 2 * n))
+    batch = q.shape[0]
     args = (q, qd) if tau is None else (q, qd, tau)
-    result = np.asarray(fn(*(tf.constant(a) for a in args)), dtype=np.float64)
+    if jit and batch_bucket(batch) != batch:  # a ladder of sizes bounds the compilations
+        args = tuple(pad_rows(a, batch_bucket(batch)) for a in args)
+    result = np.asarray(fn(*(tf.constant(a) for a in args)), dtype=np.float64)[:batch]
     return result[0] if single else result

@@ -142,6 +142,23 @@ def test_indefinite_mass_matrix_is_reported_with_trajectories():
     assert info.value.trajectories == (2,) and info.value.time == 0.0
 
 
+def test_large_batch_jacobian_is_xla_compiled_padded_and_equal():
+    """From JACOBIAN_XLA_MIN_BATCH rows: XLA, padded to the batch ladder, same blocks."""
+    import lnn.fast
+
+    model = _model("kinetic-potential", {"convex": True}, ANGULAR["mixed"])
+    assert model.xla
+    rng = np.random.default_rng(6)
+    batch = lnn.fast.JACOBIAN_XLA_MIN_BATCH + 6  # padded to the next ladder size
+    q, qd = _states(rng, batch=batch)
+    big = acceleration_jacobian(model, q, qd)
+    small = np.concatenate([acceleration_jacobian(model, q[i:i + 16], qd[i:i + 16])
+                            for i in range(0, batch, 16)])
+    assert sorted(key[2] for key in lnn.fast._JACOBIANS[model]) == [False, True]
+    assert big.shape == (batch, N_DOF, 2 * N_DOF)
+    np.testing.assert_allclose(big, small, rtol=0, atol=1e-12 * np.abs(small).max())
+
+
 def test_snapshot_follows_the_weights_at_lookup():
     model = _model("structured", {}, ANGULAR["mixed"])
     q, qd = np.array([[0.1, 0.2, 0.3]]), np.array([[0.0, -0.5, 1.0]])
