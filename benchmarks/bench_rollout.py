@@ -22,7 +22,10 @@ ground truth) it measures
    batch size: wall time, right-hand-side calls, microseconds per call, and the
    ratio to the ground-truth system's rollout of the same batch measured in the
    same run (``simulations.DoublePendulum`` / ``simulations.NPendulum`` with 7
-   links). Radau gets each way's exact Jacobian (TensorFlow autodiff for the
+   links). The batch-1 rows are the mean over ``--solo`` trajectories of the
+   batch (evenly spread) rolled out one by one: the cost per trajectory of not
+   batching (the naive eager adapter: the first of them only). Compilation
+   (per shape, for TF's XLA and JAX) is warmed up and not timed. Radau gets each way's exact Jacobian (TensorFlow autodiff for the
    TF ways and ``numpy-fast``, ``jax.jacfwd`` for JAX). The naive eager adapter
    is rolled out at batch 1 with DOP853 only (elsewhere its per-call cost times
    the calls of the same solve is reported, marked ``est``).
@@ -51,6 +54,7 @@ import numpy as np  # noqa: E402
 
 import simulations  # noqa: E402
 from lnn import rollout  # noqa: E402
+from lnn.integrate import _SAMPLE_BLOCK  # noqa: E402
 from lnn.fast import FastLagrangian  # noqa: E402
 from lnn.models import LagrangianNetwork  # noqa: E402
 
@@ -120,18 +124,19 @@ def jax_dynamics(model):
 class Adapter:
     """A ``MechanicalSystem`` view of ``model`` whose hot path is ``accel``."""
 
-    def __init__(self, model, accel, jacobian):
+    def __init__(self, model, accel, jacobian, energy):
         self.model, self.n_dof, self.angular = model, model.n_dof, model.angular
         self.numpy_acceleration = accel
         self.acceleration_jacobian = jacobian
+        self.energy_at = energy
 
     def acceleration(self, q, qd, tau=None):
         """``qdd`` through this adapter's hot path, shape ``(B, n)``."""
         return self.numpy_acceleration(q, qd, tau)
 
     def energy(self, q, qd):
-        """The model's energy, shape ``(B,)``."""
-        return self.model.energy(q, qd).numpy()
+        """The model's energy at the samples (the same numpy snapshot for every way), ``(B,)``."""
+        return self.energy_at(q, qd)
 
 
 def ways(model):
@@ -175,10 +180,17 @@ def per_call(fn, q, qd, *, budget: float, repeats: int = 5) -> float:
 
 
 def timed_rollout(system, q0, qd0, t, method, rtol, atol):
-    """``(wall seconds, Trajectory)`` of one :func:`lnn.rollout`."""
+    """``(wall seconds, right-hand-side calls)`` of one :func:`lnn.rollout`."""
     start = time.perf_counter()
     trajectory = rollout(system, q0, qd0, t, method=method, rtol=rtol, atol=atol)
-    return time.perf_counter() - start, trajectory
+    return time.perf_counter() - start, trajectory.nfev
+
+
+def one_by_one(system, q0, qd0, t, method, rtol, atol):
+    """Mean ``(wall seconds, right-hand-side calls)`` of rolling the rows of ``q0`` out one by one."""
+    runs = [timed_rollout(system, q0[i:i + 1], qd0[i:i + 1], t, method, rtol, atol)
+            for i in range(q0.shape[0])]
+    return statistics.fmean(w for w, _ in runs), round(statistics.fmean(c for _, c in runs))
 
 
 def learned_model(truth, name, *, hidden, train_seconds, seed):
@@ -208,22 +220,28 @@ def main() -> None:
     parser.add_argument("--amplitude", type=float, default=1.0,
                         help="initial angles uniform in [-amplitude, amplitude] rad")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--solo", type=int, default=None,
+                        help="trajectories of the batch (evenly spread) rolled out one by one to "
+                             "measure the batch-1 rows: their mean is reported (8; --quick: 2)")
     args = parser.parse_args()
     duration = args.duration if args.duration is not None else (2.0 if args.quick else 10.0)
     big = args.batch if args.batch is not None else (32 if args.quick else 256)
     train_seconds = args.train_seconds if args.train_seconds is not None else (
         0.0 if args.quick else 20.0)
+    solo = args.solo if args.solo is not None else (2 if args.quick else 8)
     t = np.linspace(0.0, duration, int(round(duration * 10)) + 1)
     systems = [("double pendulum", simulations.DoublePendulum()),
                ("7-DOF chain", simulations.NPendulum(masses=[1.0] * 7, lengths=[0.5] * 7))]
 
     print(f"lnn rollout benchmark: {duration:g} s, rtol={args.rtol:g}, atol={args.atol:g}, "
           f"hidden={tuple(args.hidden)}, float64, training {train_seconds:g} s per model, "
-          f"|q0| <= {args.amplitude:g} rad, OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}")
+          f"|q0| <= {args.amplitude:g} rad, batch-1 rows: mean of {solo} trajectories rolled out "
+          f"one by one, OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}")
     for label, truth in systems:
         model = learned_model(truth, label.replace(" ", "-"), hidden=tuple(args.hidden),
                               train_seconds=train_seconds, seed=args.seed)
         available = ways(model)
+        energy = model.numpy_snapshot().energy
         print(f"\n## {label} (n = {truth.n_dof})\n")
         print("per right-hand-side call (median, µs)")
         print(f"{'way':<13}{'B=1':>12}{'ratio':>8}{f'B={big}':>12}{'ratio':>8}")
@@ -247,21 +265,34 @@ def main() -> None:
         print(f"{'method':<8}{'B':>5}  {'way':<13}{'wall s':>9}{'ratio':>8}{'RHS calls':>11}"
               f"{'µs/call':>10}{'per traj ms':>13}")
         summary = {}
+        picks = np.unique(np.linspace(0, big - 1, solo).round().astype(int))
         for method in ("DOP853", "Radau"):
             for batch in (1, big):
-                q0, qd0 = q_all[:batch], qd_all[:batch]
-                wall_truth, ref = timed_rollout(truth, q0, qd0, t, method, args.rtol, args.atol)
-                rows = [("ground truth", wall_truth, ref.nfev, False)]
+                # Batch 1: the mean over `picks` of solo rollouts (the one-by-one cost per
+                # trajectory); eager TF: only the first of them (it is seconds per rollout).
+                q0, qd0 = (q_all[picks], qd_all[picks]) if batch == 1 else (q_all, qd_all)
+                run = one_by_one if batch == 1 else timed_rollout
+                wall_truth, nfev_truth = run(truth, q0, qd0, t, method, args.rtol, args.atol)
+                rows = [("ground truth", wall_truth, nfev_truth, False)]
                 for name, (accel, jac) in available.items():
                     if name == "tf-eager" and (method != "DOP853" or batch != 1):
                         rows.append((name, None, None, True))
                         continue
-                    accel(q0, qd0)  # warm-up: tracing and XLA compilation are not timed
+                    # Warm-up: tracing and compilation (per shape, for TF's XLA and JAX) are
+                    # not timed: the solver's batch, and the blocks in which rollout evaluates
+                    # the accelerations at the samples afterwards.
+                    samples = batch * t.size
+                    for size in {batch, min(samples, _SAMPLE_BLOCK), samples % _SAMPLE_BLOCK} - {0}:
+                        accel(np.resize(q0, (size, q0.shape[1])), np.resize(qd0, (size, q0.shape[1])))
                     if method == "Radau":
-                        jac(q0, qd0)
-                    wall, traj = timed_rollout(Adapter(model, accel, jac), q0, qd0, t, method,
-                                               args.rtol, args.atol)
-                    rows.append((name, wall, traj.nfev, False))
+                        jac(q0[:batch], qd0[:batch])
+                    system = Adapter(model, accel, jac, energy)
+                    if name == "tf-eager":
+                        wall, nfev = timed_rollout(system, q0[:1], qd0[:1], t, method, args.rtol,
+                                                   args.atol)
+                    else:
+                        wall, nfev = run(system, q0, qd0, t, method, args.rtol, args.atol)
+                    rows.append((name, wall, nfev, False))
                 nfev_fast = next(r[2] for r in rows if r[0] == "numpy-fast")
                 for name, wall, nfev, estimated in rows:
                     if estimated:
@@ -279,6 +310,10 @@ def main() -> None:
                 one = summary[(method, 1, name)]
                 print(f"  {method:<7} one-by-one {name:<12}: {one / fast_big:8.1f}x slower per "
                       f"trajectory than numpy-fast at B={big}")
+        one_call, big_call = calls["numpy-fast"]
+        print(f"  (the per-call ratio {big} x {one_call:.0f} µs / {big_call:.0f} µs = "
+              f"{big * one_call / big_call:.1f}x bounds these for numpy-fast, before the batch's "
+              f"extra steps and solver work)")
 
 
 if __name__ == "__main__":
