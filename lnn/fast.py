@@ -580,15 +580,21 @@ class FastLagrangian:
 
 # ----------------------------------------------------------------------------- Jacobian
 
-# model -> {(dtype, with_tau, xla): concrete function}; weak so that models can be freed.
+# model -> {("function", dtype, with_tau, xla): concrete function, ("calls", dtype, with_tau,
+# rows): graph-mode calls at that padded batch size}; weak so that models can be freed.
 _JACOBIANS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 #: Batches from this size get the XLA-compiled Jacobian (padded to
 #: :func:`lnn.mechanics.batch_bucket` rows). For a 64x64 model on a 2-core CPU,
 #: XLA compiles for 1.7 s (double pendulum) to 5 s (7 DOF) per batch size and
-#: then saves 0.3-0.4 ms a call at batch 1 (paid back after 4 000-12 000
-#: calls, more than a rollout makes) but 3-9 ms at batch 256 (after ~600).
+#: then saves 3-9 ms a call at batch 256 (paid back after ~600 calls), but only
+#: 0.3-0.4 ms at batch 1 (after 4 000-12 000 calls: one 10 s Radau rollout of
+#: a 7-DOF model makes ~2 000).
 JACOBIAN_XLA_MIN_BATCH = 64
+#: Smaller batches switch to XLA after this many graph-mode calls at their
+#: padded size (a few one-by-one rollouts): by then the time XLA would have
+#: saved is about its compilation time, so neither choice loses more than ~2x.
+JACOBIAN_XLA_AFTER_CALLS = 4096
 
 
 def acceleration_jacobian(model, q, qd, tau=None) -> np.ndarray:
@@ -601,7 +607,8 @@ def acceleration_jacobian(model, q, qd, tau=None) -> np.ndarray:
     (the default), batches of :data:`JACOBIAN_XLA_MIN_BATCH` rows or more run
     XLA-compiled, padded to a ladder of batch sizes (a compilation of a few
     seconds per size; a rollout keeps its batch size), except for the
-    ``"structured"`` kind; smaller batches skip that compilation.
+    ``"structured"`` kind; smaller batches run without compiling until
+    :data:`JACOBIAN_XLA_AFTER_CALLS` calls at their size have been made.
 
     Parameters
     ----------
@@ -640,15 +647,21 @@ def acceleration_jacobian(model, q, qd, tau=None) -> np.ndarray:
                          + ("" if tau is None else f", {tau.shape}"))
     if q.shape[0] == 0:
         return np.zeros((0, n, 2 * n))
-    # XLA (2-4x faster a call) pays for its compilation only over many calls of a large
-    # batch; the structured kind's forward-mode term is left to TensorFlow's kernels.
-    jit = (bool(getattr(model, "xla", False)) and model.kind != "structured"
-           and q.shape[0] >= JACOBIAN_XLA_MIN_BATCH)
     try:
         per_model = _JACOBIANS.setdefault(model, {})
     except TypeError:
         per_model = {}
-    key = (dtype, tau is not None, jit)
+    batch = q.shape[0]
+    rows = batch_bucket(batch)
+    # XLA (2-4x faster a call) pays for its compilation only over many calls: at once for a
+    # large batch, after JACOBIAN_XLA_AFTER_CALLS at a small one. The structured kind's
+    # forward-mode term is left to TensorFlow's kernels.
+    jit = bool(getattr(model, "xla", False)) and model.kind != "structured"
+    if jit and batch < JACOBIAN_XLA_MIN_BATCH:
+        count = ("calls", dtype, tau is not None, rows)
+        per_model[count] = per_model.get(count, 0) + 1
+        jit = per_model[count] > JACOBIAN_XLA_AFTER_CALLS
+    key = ("function", dtype, tau is not None, jit)
     fn = per_model.get(key)
     if fn is None:
         spec = tf.TensorSpec((None, n), dtype)
@@ -664,9 +677,8 @@ def acceleration_jacobian(model, q, qd, tau=None) -> np.ndarray:
         fn = tf.function(jacobian, input_signature=signature, autograph=False, jit_compile=jit)
         fn = fast_caller(fn.get_concrete_function())
         per_model[key] = fn
-    batch = q.shape[0]
     args = (q, qd) if tau is None else (q, qd, tau)
-    if jit and batch_bucket(batch) != batch:  # a ladder of sizes bounds the compilations
-        args = tuple(pad_rows(a, batch_bucket(batch)) for a in args)
+    if jit and rows != batch:  # a ladder of sizes bounds the compilations
+        args = tuple(pad_rows(a, rows) for a in args)
     result = np.asarray(fn(*(tf.constant(a) for a in args)), dtype=np.float64)[:batch]
     return result[0] if single else result

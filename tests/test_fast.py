@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import lnn.fast
 import lnn.integrate
 from lnn.fast import FastLagrangian, IndefiniteMassMatrixError, acceleration_jacobian
 from lnn.models import LagrangianNetwork
@@ -142,10 +143,13 @@ def test_indefinite_mass_matrix_is_reported_with_trajectories():
     assert info.value.trajectories == (2,) and info.value.time == 0.0
 
 
+def _compiled_jacobians(model):
+    """``xla`` flags of the Jacobian functions compiled for ``model``."""
+    return sorted(key[3] for key in lnn.fast._JACOBIANS[model] if key[0] == "function")
+
+
 def test_large_batch_jacobian_is_xla_compiled_padded_and_equal():
     """From JACOBIAN_XLA_MIN_BATCH rows: XLA, padded to the batch ladder, same blocks."""
-    import lnn.fast
-
     model = _model("kinetic-potential", {"convex": True}, ANGULAR["mixed"])
     assert model.xla
     rng = np.random.default_rng(6)
@@ -154,9 +158,20 @@ def test_large_batch_jacobian_is_xla_compiled_padded_and_equal():
     big = acceleration_jacobian(model, q, qd)
     small = np.concatenate([acceleration_jacobian(model, q[i:i + 16], qd[i:i + 16])
                             for i in range(0, batch, 16)])
-    assert sorted(key[2] for key in lnn.fast._JACOBIANS[model]) == [False, True]
+    assert _compiled_jacobians(model) == [False, True]
     assert big.shape == (batch, N_DOF, 2 * N_DOF)
     np.testing.assert_allclose(big, small, rtol=0, atol=1e-12 * np.abs(small).max())
+
+
+def test_small_batch_jacobian_switches_to_xla_after_many_calls(monkeypatch):
+    monkeypatch.setattr(lnn.fast, "JACOBIAN_XLA_AFTER_CALLS", 2)
+    model = _model("black-box", {}, ANGULAR["mixed"])
+    q, qd = _states(np.random.default_rng(9), batch=5)
+    first = [acceleration_jacobian(model, q, qd) for _ in range(2)]
+    assert _compiled_jacobians(model) == [False]
+    third = acceleration_jacobian(model, q, qd)  # the third call at 5 rows: XLA, padded to 6
+    assert _compiled_jacobians(model) == [False, True]
+    np.testing.assert_allclose(third, first[0], rtol=0, atol=1e-12 * np.abs(third).max())
 
 
 def test_snapshot_follows_the_weights_at_lookup():
