@@ -160,9 +160,9 @@ def rollout(system, q0, qd0, t, *, tau=None, tau_interpolation: str = "linear",
         if not value > 0:
             raise ValueError(f"{name} must be positive; got {value!r}")
     torque = _Torque(tau, t, B, n, tau_interpolation)
-    snapshot = getattr(system, "numpy_snapshot", None)
-    twin = snapshot() if snapshot is not None else None  # one weight snapshot per rollout
-    acceleration = _acceleration_function(system, twin)
+    take_snapshot = getattr(system, "numpy_snapshot", None)
+    snapshot = take_snapshot() if take_snapshot is not None else None  # once per rollout
+    acceleration = _acceleration_function(system, snapshot)
 
     t0, t_end = float(t[0]), float(t[-1])
     span = t_end - t0
@@ -217,7 +217,7 @@ def rollout(system, q0, qd0, t, *, tau=None, tau_interpolation: str = "linear",
     flat = (B * t.shape[0], n)
     q_flat, qd_flat = q.reshape(flat), qd.reshape(flat)
     tau_flat = None if torque.is_none else tau_samples.reshape(flat)
-    energy_of = twin.energy if twin is not None else getattr(system, "energy", None)
+    energy_of = snapshot.energy if snapshot is not None else getattr(system, "energy", None)
     qdd = np.empty(flat)
     # NaN for a model without an energy, such as lnn.baseline.AccelerationMLP.
     energy = np.full(flat[:1], np.nan)
@@ -350,12 +350,13 @@ def _time_grid(t) -> np.ndarray:
     return t
 
 
-def _acceleration_function(system, twin):
+def _acceleration_function(system, snapshot):
     """Return ``f(q, qd, tau) -> (B, n)`` float64 ndarray, the fastest path the system has.
 
-    ``twin`` is ``system``'s numpy snapshot (``numpy_snapshot()``), or None.
+    ``snapshot`` is ``system.numpy_snapshot()``, or None for a system without one.
     """
-    fast = twin.acceleration if twin is not None else getattr(system, "numpy_acceleration", None)
+    fast = (snapshot.acceleration if snapshot is not None
+            else getattr(system, "numpy_acceleration", None))
     slow = system.acceleration
 
     def acceleration(q, qd, tau):
