@@ -519,10 +519,9 @@ class LagrangianNetwork(keras.Model):
 
         The generic engine of :mod:`lnn.mechanics` applied to the networks,
         instead of their closed-form derivatives (equal to rounding): a check of
-        the closed form's weight gradients. Not for XLA training steps: XLA
-        treats the weights of a function with ``ForwardAccumulator`` or
-        ``batch_jacobian`` as compile-time constants and recompiles it after
-        every weight update.
+        the closed form's weight gradients. Not for XLA training steps: an XLA
+        train step built on it was recompiled after every weight update
+        (0.6-0.9 s a step; ``tests/test_train.py`` counts the compilations).
         """
         force = self._generalized_force(qd, tau)
         force = tf.zeros_like(q) if force is None else force

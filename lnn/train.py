@@ -783,9 +783,9 @@ def fit(
         xla = (bool(getattr(model, "xla", False)) and getattr(model, "kind", None) == "kinetic-potential"
                and weights.get("rollout", 0.0) <= 0)
     # The accelerations come from the networks' closed form. Not from nested tapes, even
-    # though under XLA those ran a fixed-weight step 5-35 % faster at width 32: XLA treats
-    # the weights of a function with ForwardAccumulator or batch_jacobian as compile-time
-    # constants and recompiled that step after every weight update (0.6-0.9 s per step).
+    # though under XLA those ran a fixed-weight step 5-35 % faster at width 32: XLA
+    # recompiled that step after every weight update (0.6-0.9 s per step). (A minimal
+    # ForwardAccumulator / batch_jacobian step does not recompile: the cause is not pinned.)
     trainer = _Trainer(model, weights, n=n, dtype=dtype, scales=scales, strategy=strategy,
                        optimizer=optimizer, horizon=horizon, dt=dt, signature=signature,
                        jit_compile=xla)

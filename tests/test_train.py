@@ -84,8 +84,8 @@ _XLA_COMPILATIONS = textwrap.dedent("""
 def test_xla_train_step_is_compiled_once_not_per_weight_update(tmp_path):
     """fit's XLA step must not recompile when the weights change (a fresh process, XLA dumps).
 
-    Under XLA, ForwardAccumulator / batch_jacobian make the weights compile-time
-    constants: a step built on them recompiled after every update (0.6-0.9 s a step).
+    Under XLA, a step built on the nested-tape engine (lnn.mechanics) recompiled after
+    every update (0.6-0.9 s a step); this test fails with _Trainer(engine="tapes").
     """
     env = dict(os.environ, XLA_FLAGS=f"--xla_dump_to={tmp_path}", TF_CPP_MIN_LOG_LEVEL="2")
     done = subprocess.run([sys.executable, "-c", _XLA_COMPILATIONS, str(tmp_path)], env=env,
