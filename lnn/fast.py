@@ -44,6 +44,7 @@ import weakref
 import numpy as np
 from scipy.special import expit
 
+from lnn import _runtime
 from lnn.mechanics import (MassMatrixError, batch_bucket, fast_caller, mass_matrix_health,
                            pad_rows)
 
@@ -674,7 +675,8 @@ def acceleration_jacobian(model, q, qd, tau=None) -> np.ndarray:
             return tape.batch_jacobian(qdd, state)
 
         signature = [spec, spec, spec] if tau is not None else [spec, spec]
-        fn = tf.function(jacobian, input_signature=signature, autograph=False, jit_compile=jit)
+        fn = tf.function(_runtime.xla_body(jacobian) if jit else jacobian, input_signature=signature,
+                         autograph=False, jit_compile=jit)
         fn = fast_caller(fn.get_concrete_function())
         per_model[key] = fn
     args = (q, qd) if tau is None else (q, qd, tau)

@@ -39,6 +39,8 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
+from lnn import _runtime
+
 __all__ = [
     "MassMatrixError",
     "MassMatrixHealth",
@@ -197,7 +199,7 @@ def _resolve_dtype(q, dtype):
     return dt
 
 
-_EagerTensor = type(tf.constant(0.0))
+_EagerTensor = _runtime.EagerTensor
 
 
 def _check_batch(name: str, x, n: int | None, dtype, batch: int | None = None):
@@ -231,28 +233,7 @@ def _check_batch(name: str, x, n: int | None, dtype, batch: int | None = None):
     return tf.constant(arr.astype(dtype.as_numpy_dtype, copy=False)), single
 
 
-def _eager_constructor():
-    """``make(array, dtype) -> EagerTensor`` without ``tf.constant``'s Python layers (3-4 µs less).
-
-    Falls back to ``tf.constant`` if TensorFlow's internals move.
-    """
-    try:
-        from tensorflow.python.eager import context
-
-        ctx = context.context()
-
-        def make(array, dtype):
-            return _EagerTensor(array, ctx.device_name, dtype.as_datatype_enum)
-
-        probe = make(np.ones((1, 1), np.float32), tf.float32)
-        if probe.dtype != tf.float32 or float(probe.numpy()[0, 0]) != 1.0:
-            raise TypeError("unexpected EagerTensor constructor")
-        return make
-    except Exception:  # pragma: no cover - other TF versions
-        return lambda array, dtype: tf.constant(array, dtype=dtype)
-
-
-_make_eager = _eager_constructor()
+_make_eager = _runtime.eager_tensor
 
 
 def _plain_array(x, np_dtype, dtype):
@@ -432,108 +413,8 @@ def _resolver(fn):
     return lambda: func.__get__(ref())
 
 
-try:  # TensorFlow internals: "could any tape or accumulator record?" in one C call
-    from tensorflow.python.eager.record import could_possibly_record as _could_record
-except (ImportError, AttributeError):  # pragma: no cover - other TF versions
-    _could_record = None
-
-try:  # TensorFlow internals: the eager runtime's execute (what every eager call ends in)
-    from tensorflow.python import pywrap_tfe as _pywrap_tfe
-    from tensorflow.python.eager import context as _eager_context
-    from tensorflow.python.eager import core as _eager_core
-
-    _execute = _pywrap_tfe.TFE_Py_Execute
-    _NotOkStatus = _eager_core._NotOkStatusException
-    _status_to_exception = _eager_core._status_to_exception
-except (ImportError, AttributeError):  # pragma: no cover - other TF versions
-    _execute = None
-
-
-def tape_may_record() -> bool:
-    """Whether a gradient tape or forward accumulator could record an op now (True if unknown)."""
-    return _could_record is None or bool(_could_record())
-
-
-def fast_caller(concrete):
-    """A caller of a concrete function that skips TensorFlow's Python dispatch when it can.
-
-    Calling a ``ConcreteFunction`` costs 150-300 µs of Python on a small CPU
-    before any maths runs: deciding whether a gradient tape is watching,
-    binding the arguments, three context managers and the call options. When
-    no tape can record (no ``tf.GradientTape`` or ``ForwardAccumulator``
-    active anywhere, one C call) and execution is eager, the returned
-    callable hands the tensors and the captured variables straight to the
-    eager runtime (``TFE_Py_Execute``, what ``ConcreteFunction`` ends in),
-    with the call options read from the context on each call: 250-420 µs
-    less per call at batch 1 than the public call of the same compiled
-    function in ``benchmarks/bench_mechanics.py`` (``nocheck`` against
-    ``e-xla``), 20-30 µs less than ``ConcreteFunction``'s own flat call.
-    Under a tape, or inside a graph, it calls ``concrete`` itself, so
-    gradients are recorded as usual. Errors of the graph (a failed Cholesky,
-    say) raise TensorFlow's usual exception classes.
-
-    Parameters
-    ----------
-    concrete : tf.types.experimental.ConcreteFunction
-        Traced with a flat signature of tensors only.
-
-    Returns
-    -------
-    callable
-        ``f(*tensors)`` with the same outputs as ``concrete(*tensors)``.
-    """
-    try:  # TensorFlow internals; fall back to the public call if they move.
-        if _could_record is None or _execute is None:
-            raise ImportError("tensorflow.python.eager internals")
-        atomic = concrete._inference_function
-        name = atomic.name.decode() if isinstance(atomic.name, bytes) else str(atomic.name)
-        n_outputs = len(atomic.function_type.flat_outputs)
-        pack = atomic.function_type.pack_output
-        captures = list(concrete.captured_inputs)
-        ctx = _eager_context.context()
-        ctx.ensure_initialized()
-        attrs_of = _call_attrs(ctx)
-    except (ImportError, AttributeError, TypeError):  # pragma: no cover - other TF versions
-        return concrete
-    could_record = _could_record
-    executing_eagerly = tf.executing_eagerly
-    execute = _execute
-    not_ok = _NotOkStatus
-    to_exception = _status_to_exception
-
-    def run(*args):
-        if could_record() or not executing_eagerly():
-            return concrete(*args)
-        try:
-            flat = execute(ctx._handle, ctx.device_name, name, list(args) + captures,
-                           attrs_of(), n_outputs)
-        except not_ok as error:
-            raise to_exception(error) from None
-        return pack(flat)
-
-    run.concrete = concrete
-    return run
-
-
-def _call_attrs(ctx):
-    """``attrs()``: the function-call attributes of the context's current call options.
-
-    What ``Context.call_function`` passes (executor type and the serialized
-    session config), rebuilt only when the options object or its config
-    changes (``tf.config`` changes replace them).
-    """
-    cache = [None, None, None]
-    ctx.function_call_options.as_attrs()  # AttributeError here if TensorFlow's internals moved
-
-    def attrs():
-        options = ctx.function_call_options
-        config = options.config_proto_serialized
-        if cache[0] is not options or cache[1] is not config:
-            flat = options.as_attrs()
-            cache[:] = options, config, ("executor_type", flat["executor_type"],
-                                         "config_proto", flat["config_proto"])
-        return cache[2]
-    return attrs
+tape_may_record = _runtime.tape_may_record
+fast_caller = _runtime.fast_caller
 
 
 def batch_bucket(batch: int) -> int:
@@ -758,14 +639,7 @@ def solve_cholesky(m, rhs, regularize=None):
 UNROLLED_CHOLESKY_MAX_N = 12
 
 
-def _in_xla_context() -> bool:
-    """Whether the graph being traced will be compiled by XLA (``jit_compile=True``)."""
-    try:
-        from tensorflow.python.ops import control_flow_util
-    except ImportError:  # pragma: no cover - other TF versions
-        return False
-    graph = tf.compat.v1.get_default_graph()
-    return bool(control_flow_util.GraphOrParentsInXlaContext(graph))
+_in_xla_context = _runtime.in_xla_trace
 
 
 def _solve_cholesky_unrolled(m, rhs):

@@ -51,7 +51,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from lnn import mechanics
+from lnn import _runtime, mechanics
 from lnn._mlp import ACTIVATIONS, MLP, MLPLayer, scalar_derivatives
 from lnn.mechanics import MassMatrixHealth, PowerBalance
 
@@ -600,7 +600,8 @@ class LagrangianNetwork(keras.Model):
                     def solve(*args):
                         return mechanics.solve_cholesky(*self._linear_system(*args), regularize)
                 elif self.xla:
-                    system = tf.function(self._linear_system, jit_compile=True, autograph=False)
+                    system = tf.function(_runtime.xla_body(self._linear_system), jit_compile=True,
+                                         autograph=False)
 
                     def solve(*args):
                         return mechanics.solve_cholesky(*system(*args), regularize)
@@ -618,7 +619,8 @@ class LagrangianNetwork(keras.Model):
                 return graph(*[x[:, i * n:(i + 1) * n] for i in range(n_args)])
 
             spec = [tf.TensorSpec((None, n_args * n), self.dtype)]
-            poly = tf.function(body, input_signature=spec, autograph=False, jit_compile=jit)
+            poly = tf.function(_runtime.xla_body(body) if jit else body, input_signature=spec,
+                               autograph=False, jit_compile=jit)
             raw = mechanics.fast_caller(poly.get_concrete_function())
             # XLA compiles per batch shape: pad to a ladder of sizes.
             fn = (poly, mechanics.bucketed(raw) if jit else raw, raw, jit)
