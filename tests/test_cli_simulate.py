@@ -9,7 +9,7 @@ import pytest
 
 import simulations
 from lnn.cli import main
-from lnn.cli_simulate import parse_params
+from lnn.cli._common import parse_params
 from lnn.data import Dataset
 
 

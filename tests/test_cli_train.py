@@ -11,7 +11,8 @@ import pytest
 pytest.importorskip("tensorflow")
 
 from lnn.cli import main  # noqa: E402
-from lnn.cli_train import default_loss, parse_hidden, parse_loss  # noqa: E402
+from lnn.cli._common import parse_hidden, parse_loss  # noqa: E402
+from lnn.cli.train import default_loss  # noqa: E402
 from lnn.data import Dataset  # noqa: E402
 
 

@@ -371,7 +371,7 @@ def test_simulations_imports_neither_lnn_nor_tensorflow():
 
 
 def test_cli_lists_every_system_with_its_parameters(capsys):
-    from lnn.cli_systems import run
+    from lnn.cli.systems import run
 
     assert run(None) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from lnn.cli._common import ProgressBar, make_system
+
 #: Systems driven by motors, excited by random sums of sinusoids unless told otherwise.
 ROBOTS = ("planar-arm", "panda", "cart-pole")
 #: Default excitation per robot: arms get gravity compensation plus sinusoids (without it
@@ -55,8 +57,6 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     """Simulate, write the dataset and print a one-line summary."""
-    import simulations
-    from lnn.cli import ProgressBar
     from lnn.data import excitation_trajectories, generate
 
     output = Path(args.output)
@@ -66,12 +66,7 @@ def run(args) -> int:
         raise FileExistsError(f"{args.output!r} exists; pass --force to overwrite it")
     if not output.parent.exists():
         raise FileNotFoundError(f"directory {str(output.parent)!r} does not exist")
-    if args.system not in simulations.SYSTEMS:
-        raise ValueError(
-            f"unknown system {args.system!r}; known systems: {', '.join(simulations.SYSTEMS)}"
-        )
-    params = parse_params(args.param, simulations.SYSTEMS[args.system] if args.param else None)
-    system = simulations.make_system(args.system, **params)
+    system = make_system(args.system, args.param)
     excitation = args.excitation or DEFAULT_EXCITATION.get(args.system, "none")
     start = time.monotonic()
     progress = ProgressBar(f"simulate {args.system}")
@@ -94,46 +89,3 @@ def run(args) -> int:
           f"{args.system} (n_dof={dataset.n_dof}), dt={args.dt:g} s, excitation={excitation}, "
           f"{how}, {time.monotonic() - start:.1f} s")
     return 0
-
-
-def parse_params(items: list[str], factory=None) -> dict:
-    """Parse ``KEY=VALUE`` strings into keyword parameters of a system.
-
-    A value is a float when it parses as one, else a string; a comma makes it
-    a list, and so does a key whose default (in ``factory().parameters()``)
-    is a list, so ``masses=2`` is ``[2.0]`` for a system with link masses.
-
-    Parameters
-    ----------
-    items : list of str
-        ``["m=2", "lengths=1,0.5"]``.
-    factory : callable, optional
-        The system's factory, to look up the default parameters.
-
-    Returns
-    -------
-    dict
-    """
-    defaults = factory().parameters() if factory is not None and items else {}
-    params = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key or not value.strip():
-            raise ValueError(f"--param must look like KEY=VALUE; got {item!r}")
-        if defaults and key not in defaults:
-            raise ValueError(f"unknown parameter {key!r} in --param {item!r}; the system's "
-                             f"parameters are: {', '.join(defaults)}")
-        if "," in value or isinstance(defaults.get(key), (list, tuple)):
-            params[key] = [_scalar(v) for v in value.split(",") if v.strip()]
-        else:
-            params[key] = _scalar(value)
-    return params
-
-
-def _scalar(text: str):
-    text = text.strip()
-    try:
-        return float(text)
-    except ValueError:
-        return text

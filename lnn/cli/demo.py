@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from lnn.cli import ProgressBar
+from lnn.cli._common import ProgressBar, make_system
 
 
 def register(subparsers) -> None:
@@ -32,7 +32,6 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     """Run the demo and print where everything went."""
-    import simulations
     from lnn.demo import DEMOS, run_demo
 
     config = DEMOS[args.system]
@@ -42,7 +41,7 @@ def run(args) -> int:
     if args.epochs is not None:
         changes["epochs"] = args.epochs
     config = dataclasses.replace(config, **changes)
-    system = simulations.make_system(config.system)
+    system = make_system(config.system)
     print(f"lnn demo: {config.system} ({system.n_dof} DOF), {config.kind} model "
           f"{'x'.join(map(str, config.hidden))}, loss {_loss_text(config.loss)}, "
           f"training budget {config.time_limit:g} s, output folder {args.output_dir}/")

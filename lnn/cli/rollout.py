@@ -12,11 +12,13 @@ from pathlib import Path
 
 import numpy as np
 
-_METHODS = ("RK23", "RK45", "DOP853", "Radau", "BDF", "LSODA")
+from lnn.cli._common import ProgressBar, add_system_arguments, check_output, make_system
 
 
 def register(subparsers) -> None:
     """Add the ``rollout`` verb."""
+    from lnn.integrate import METHODS
+
     parser = subparsers.add_parser(
         "rollout", help="roll out a learned model and the true system from the same initial states",
         description="Integrate a learned model (.keras) and the true system from the same random "
@@ -31,7 +33,7 @@ def register(subparsers) -> None:
                         help="sampling interval in seconds (default 0.01)")
     parser.add_argument("--seed", type=int, default=0, metavar="K",
                         help="seed of the initial states (default 0)")
-    parser.add_argument("--method", choices=_METHODS, default="DOP853",
+    parser.add_argument("--method", choices=METHODS, default="DOP853",
                         help="solve_ivp method (default DOP853)")
     parser.add_argument("-o", "--output", required=True, metavar="FILE",
                         help="output file (.npz)")
@@ -39,55 +41,8 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def add_system_arguments(parser, *, required: bool) -> None:
-    """Add ``--system NAME`` and repeatable ``--param KEY=VALUE`` to ``parser``."""
-    parser.add_argument("--system", required=required, metavar="NAME",
-                        help="built-in system (see `lnn systems`)")
-    parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                        help="system parameter as in `lnn simulate`, repeatable; lists are "
-                             "comma-separated, e.g. --param masses=1,2")
-
-
-def make_system(name: str, param_items: list[str] | None = None, params: dict | None = None):
-    """Build a built-in system from ``--system``/``--param`` or from file metadata.
-
-    Parameters
-    ----------
-    name : str
-        A name in ``simulations.SYSTEMS``.
-    param_items : list of str, optional
-        ``--param KEY=VALUE`` strings, parsed as ``lnn simulate`` does.
-    params : dict, optional
-        Parameters already parsed (e.g. a file's ``metadata["parameters"]``).
-    """
-    import simulations
-    from lnn.cli_simulate import parse_params
-
-    if name not in simulations.SYSTEMS:
-        raise ValueError(f"unknown system {name!r}; known systems: {', '.join(simulations.SYSTEMS)}")
-    if param_items:
-        params = {**(params or {}), **parse_params(param_items, simulations.SYSTEMS[name])}
-    return simulations.make_system(name, **(params or {}))
-
-
-def check_output(path: Path, *, force: bool, suffixes: tuple[str, ...]) -> Path:
-    """Fail early if ``path`` has the wrong suffix, exists without ``force``, or has no directory."""
-    from lnn.plot._style import writable_path
-
-    if path.suffix.lower() not in suffixes:
-        raise ValueError(f"-o must end in one of {', '.join(suffixes)}, got {str(path)!r}")
-    writable_path(path, overwrite=force)
-    return path
-
-
-def run(args) -> int:
-    """Roll out both systems and write the pair; print a one-line summary."""
-    import lnn
-    from lnn.cli import ProgressBar
-    from lnn.metrics import rollout_error
-    from lnn.plot import RolloutPair
-
-    output = check_output(Path(args.output), force=args.force, suffixes=(".npz",))
+def _check_grid(args) -> None:
+    """``--trajectories`` a positive integer, ``--duration`` and ``--dt`` positive, ``dt <= duration``."""
     for name in ("trajectories",):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be a positive integer, got {getattr(args, name)}")
@@ -97,6 +52,16 @@ def run(args) -> int:
             raise ValueError(f"--{name} must be a positive number of seconds, got {value}")
     if args.dt > args.duration:
         raise ValueError(f"--dt ({args.dt} s) must not exceed --duration ({args.duration} s)")
+
+
+def run(args) -> int:
+    """Roll out both systems and write the pair; print a one-line summary."""
+    import lnn
+    from lnn.metrics import rollout_error
+    from lnn.plot import RolloutPair
+
+    output = check_output(Path(args.output), force=args.force, suffixes=(".npz",))
+    _check_grid(args)
     system = make_system(args.system, args.param)
     model = lnn.load_model(args.model)
     if model.n_dof != system.n_dof:

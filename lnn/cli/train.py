@@ -6,6 +6,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from lnn.cli._common import ProgressBar, parse_hidden, parse_loss, refuse_overwrite, require_directory
+
 
 def register(subparsers) -> None:
     """Add the ``train`` verb."""
@@ -42,20 +44,6 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def parse_loss(text: str):
-    """``"acceleration"`` -> ``"acceleration"``; ``"torque=1,energy=0.1"`` -> ``{"torque": 1.0, ...}``."""
-    if "=" not in text and "," not in text:
-        return text.strip()
-    weights = {}
-    for part in text.split(","):
-        name, sep, value = part.partition("=")
-        try:
-            weights[name.strip()] = float(value) if sep else 1.0
-        except ValueError:
-            raise ValueError(f"--loss: weight of {name.strip()!r} must be a number, got {value!r}") from None
-    return weights
-
-
 def default_loss(data, kind: str):
     """The loss of ``--loss auto`` for a dataset and a model kind.
 
@@ -63,6 +51,18 @@ def default_loss(data, kind: str):
     loss, the one that identifies a robot's inertia and gravity), plus the
     accelerations for the structured kind, whose Cholesky factor can shrink
     towards zero under the torque loss alone.
+
+    Parameters
+    ----------
+    data : lnn.Dataset
+        The training data.
+    kind : str
+        The model kind (``--kind``).
+
+    Returns
+    -------
+    str or dict
+        A loss term, or ``{term: weight}``, for :func:`lnn.fit`.
     """
     import numpy as np
 
@@ -71,18 +71,8 @@ def default_loss(data, kind: str):
     return {"torque": 1.0, "acceleration": 1.0} if kind == "structured" else "torque"
 
 
-def parse_hidden(text: str) -> tuple[int, ...]:
-    """``"128,128"`` -> ``(128, 128)``."""
-    try:
-        widths = tuple(int(h) for h in text.split(","))
-    except ValueError:
-        raise ValueError(f"--hidden must be comma-separated integers, got {text!r}") from None
-    return widths
-
-
 def run(args) -> int:
     """Load the dataset, build and train the model, save it and print a summary."""
-    from lnn.cli import ProgressBar
     from lnn.data import Dataset
     from lnn.models import LagrangianNetwork
     from lnn.train import fit
@@ -90,13 +80,8 @@ def run(args) -> int:
     output = Path(args.output)
     if output.suffix != ".keras":
         raise ValueError(f"--output must end in '.keras', got {str(output)!r}")
-    existing = [p for p in (output, Path(args.csv_log) if args.csv_log else None) if p and p.exists()]
-    if existing and not args.force:
-        raise FileExistsError(
-            f"refusing to overwrite existing file {str(existing[0])!r}; pass --force to replace it"
-        )
-    if not output.parent.exists():
-        raise FileNotFoundError(f"directory {str(output.parent)!r} does not exist (writing {str(output)!r})")
+    refuse_overwrite(output, Path(args.csv_log) if args.csv_log else None, force=args.force)
+    require_directory(output)
     if args.csv_log and Path(args.csv_log).exists() and args.force and not args.checkpoint_dir:
         Path(args.csv_log).unlink()
     if args.tensorboard_dir and Path(args.tensorboard_dir).exists() and args.force:

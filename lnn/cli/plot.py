@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lnn.cli_rollout import add_system_arguments, check_output, make_system
+from lnn.cli._common import add_system_arguments, check_output, make_system
 
 KINDS = ("trajectory", "phase", "energy", "error", "mass-matrix", "potential", "torques",
          "history", "animate", "paper")

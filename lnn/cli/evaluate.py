@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from lnn.cli._common import make_system, refuse_overwrite
 
 
 def register(subparsers) -> None:
@@ -30,16 +30,13 @@ def run(args) -> int:
     from lnn.data import Dataset
     from lnn.models import load_model
 
-    if args.csv and Path(args.csv).exists() and not args.force:
-        raise FileExistsError(f"refusing to overwrite existing file {args.csv!r}; pass --force to replace it")
+    refuse_overwrite(args.csv, force=args.force)
     model = load_model(args.model)
     data = Dataset.load(args.data)
     true_system = None
     if data.system:
-        import simulations
-
         try:
-            true_system = simulations.make_system(data.system, **data.parameters)
+            true_system = make_system(data.system, params=data.parameters)
         except (ValueError, TypeError, ImportError) as exc:
             print(f"note: true system {data.system!r} unavailable ({exc}); "
                   "energy and mass-matrix errors are skipped")
