@@ -81,7 +81,7 @@ def numeric_array(value, name: str, dtype=np.float64) -> np.ndarray:
 
 
 def state(name: str, value, n: int | None, *, dtype=np.float64, batch: int | None = None,
-          finite: bool = True, allow_empty: bool = False):
+          finite: bool = True, allow_empty: bool = False, first: str = "the first input"):
     """One batch of states as ``(array (B, n), single)``; a single ``(n,)`` state becomes ``(1, n)``.
 
     Parameters
@@ -98,6 +98,8 @@ def state(name: str, value, n: int | None, *, dtype=np.float64, batch: int | Non
         Refuse NaN and inf (naming how many samples hold them).
     allow_empty : bool
         Accept ``B = 0``.
+    first : str
+        Name of the input whose batch size is ``batch`` (for the message).
 
     Returns
     -------
@@ -117,8 +119,8 @@ def state(name: str, value, n: int | None, *, dtype=np.float64, batch: int | Non
     if array.shape[0] == 0 and not allow_empty:
         raise ValueError(f"{name} is an empty batch (shape {np.shape(value)})")
     if batch is not None and array.shape[0] != batch:
-        raise ValueError(f"{name} has batch size {array.shape[0]} but the first input has "
-                         f"batch size {batch} (shape {np.shape(value)})")
+        raise ValueError(f"{name} has batch size {array.shape[0]} but {first} has batch size "
+                         f"{batch}: inputs must have the same batch size (shape {np.shape(value)})")
     if finite and not np.isfinite(array).all():
         bad = np.flatnonzero(~np.isfinite(array).all(axis=1))
         raise ValueError(f"{name} contains NaN or infinite values in {bad.size} of {array.shape[0]} "
@@ -147,7 +149,7 @@ def states(pairs: Sequence[tuple[str, object]], n: int | None, *, dtype=np.float
             out.append(None)
             continue
         array, one = state(name, value, first.shape[1], dtype=dtype, batch=first.shape[0],
-                           finite=finite, allow_empty=allow_empty)
+                           finite=finite, allow_empty=allow_empty, first=name0)
         if one != single:
             raise ValueError(f"{name} has shape {tuple(np.shape(value))} but {name0} has shape "
                              f"{tuple(np.shape(value0))}: pass both as (B, n) or both as (n,)")

@@ -143,35 +143,45 @@ def test_indefinite_mass_matrix_is_reported_with_trajectories():
     assert info.value.trajectories == (2,) and info.value.time == 0.0
 
 
-def _compiled_jacobians(model):
-    """``xla`` flags of the Jacobian functions compiled for ``model``."""
-    return sorted(key[3] for key in lnn.fast._JACOBIANS[model] if key[0] == "function")
+def _jacobian_op(model, tau=False):
+    return model.compiled_ops()[("acceleration_jacobian_tau" if tau else "acceleration_jacobian", None)]
 
 
-def test_large_batch_jacobian_is_xla_compiled_padded_and_equal():
-    """From JACOBIAN_XLA_MIN_BATCH rows: XLA, padded to the batch ladder, same blocks."""
+def test_jacobian_runs_in_graph_mode_at_once_and_xla_once_its_size_recurs():
+    """No compilation on the caller's path: graph mode first, XLA compiled in the background."""
+    from lnn.models import compiled
+
     model = _model("kinetic-potential", {"convex": True}, ANGULAR["mixed"])
     assert model.xla
     rng = np.random.default_rng(6)
-    batch = lnn.fast.JACOBIAN_XLA_MIN_BATCH + 6  # padded to the next ladder size
+    batch = 70  # padded to 96 under XLA
     q, qd = _states(rng, batch=batch)
-    big = acceleration_jacobian(model, q, qd)
+    first = acceleration_jacobian(model, q, qd)
+    op = _jacobian_op(model)
+    assert op.ready == set() and op.compilations == []  # one call: graph mode, nothing compiled
+    acceleration_jacobian(model, q, qd)  # the size recurs: compiled off the caller's path
+    compiled.wait()
+    assert [(c.rows, c.thread, c.ok) for c in op.compilations] == [(96, "lnn-xla", True)]
+    xla = acceleration_jacobian(model, q, qd)  # XLA, padded to 96 rows and cut back
     small = np.concatenate([acceleration_jacobian(model, q[i:i + 16], qd[i:i + 16])
                             for i in range(0, batch, 16)])
-    assert _compiled_jacobians(model) == [False, True]
-    assert big.shape == (batch, N_DOF, 2 * N_DOF)
-    np.testing.assert_allclose(big, small, rtol=0, atol=1e-12 * np.abs(small).max())
+    assert xla.shape == (batch, N_DOF, 2 * N_DOF)
+    np.testing.assert_allclose(xla, first, rtol=0, atol=1e-12 * np.abs(first).max())
+    np.testing.assert_allclose(small, first, rtol=0, atol=1e-12 * np.abs(first).max())
+    assert op.tracing_count() == 1
 
 
-def test_small_batch_jacobian_switches_to_xla_after_many_calls(monkeypatch):
-    monkeypatch.setattr(lnn.fast, "JACOBIAN_XLA_AFTER_CALLS", 2)
-    model = _model("black-box", {}, ANGULAR["mixed"])
+def test_structured_jacobian_stays_in_graph_mode():
+    """The structured kind's forward-mode term is not compiled with XLA."""
+    from lnn.models import compiled
+
+    model = _model("structured", {}, ANGULAR["mixed"])
     q, qd = _states(np.random.default_rng(9), batch=5)
-    first = [acceleration_jacobian(model, q, qd) for _ in range(2)]
-    assert _compiled_jacobians(model) == [False]
-    third = acceleration_jacobian(model, q, qd)  # the third call at 5 rows: XLA, padded to 6
-    assert _compiled_jacobians(model) == [False, True]
-    np.testing.assert_allclose(third, first[0], rtol=0, atol=1e-12 * np.abs(third).max())
+    tau = np.ones_like(q)
+    for _ in range(3):
+        acceleration_jacobian(model, q, qd, tau)
+    compiled.wait()
+    assert _jacobian_op(model, tau=True).xla_function is None
 
 
 def test_snapshot_follows_the_weights_at_lookup():

@@ -13,7 +13,8 @@ import tensorflow as tf
 
 import lnn
 from lnn import mechanics
-from lnn._mlp import ACTIVATIONS, _slope_and_curvature, _value_slope_and_curvature
+from lnn import _runtime
+from lnn.models.activations import ACTIVATIONS
 from lnn.models import LagrangianNetwork, load_model
 
 ANGULAR = (True, False, True)
@@ -49,30 +50,38 @@ CASES = [
 
 @pytest.mark.parametrize("name", sorted(ACTIVATIONS))
 def test_activation_derivatives_match_autodiff(name):
+    """The table's TensorFlow slope and curvature are the autodiff derivatives of its value."""
     z = tf.constant(np.linspace(-6.0, 6.0, 41))
-    act = ACTIVATIONS[name][0]
+    act = ACTIVATIONS[name]
     with tf.GradientTape() as outer:
         outer.watch(z)
         with tf.GradientTape() as inner:
             inner.watch(z)
-            y = act(z)
+            y = act.value(z)
         d1 = inner.gradient(y, z)
     d2 = outer.gradient(d1, z)
-    slope, curvature = _slope_and_curvature(name, z)
+    value, slope, curvature = act.tf(z)
+    np.testing.assert_allclose(value.numpy(), y.numpy(), rtol=1e-15, atol=1e-15)
     np.testing.assert_allclose(slope.numpy(), d1.numpy(), rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(curvature.numpy(), d2.numpy(), rtol=1e-10, atol=1e-14)
-    np.testing.assert_allclose(ACTIVATIONS[name][1](z).numpy(), d1.numpy(), rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(ACTIVATIONS[name][2](z).numpy(), d2.numpy(), rtol=1e-10, atol=1e-14)
 
 
 @pytest.mark.parametrize("name", sorted(ACTIVATIONS))
-def test_shared_value_slope_curvature_equal_the_separate_ones(name):
-    z = tf.constant(np.concatenate([np.linspace(-40.0, 40.0, 81), [-1e-300, 0.0, 1e-300]]))
-    value, slope, curvature = _value_slope_and_curvature(name, z)
-    np.testing.assert_allclose(value.numpy(), ACTIVATIONS[name][0](z).numpy(), rtol=1e-15, atol=1e-15)
-    np.testing.assert_allclose(slope.numpy(), ACTIVATIONS[name][1](z).numpy(), rtol=1e-14, atol=1e-15)
-    np.testing.assert_allclose(curvature.numpy(), ACTIVATIONS[name][2](z).numpy(), rtol=1e-13,
-                               atol=1e-15)
+def test_numpy_and_tensorflow_activations_agree_and_skip_what_is_not_asked(name):
+    """One table, two backends: the numpy forms equal the TensorFlow ones, with or without s and s''."""
+    z = np.concatenate([np.linspace(-40.0, 40.0, 81), [-1e-300, 0.0, 1e-300]])
+    reference = [t.numpy() for t in ACTIVATIONS[name].tf(tf.constant(z))]
+    for value in (True, False):
+        for curvature in (True, False):
+            out = ACTIVATIONS[name].np(z.copy(), value, curvature)
+            expected = [reference[0] if value else None, reference[1],
+                        reference[2] if curvature else None]
+            for got, want in zip(out, expected):
+                if want is None:
+                    continue  # skipped parts may be computed anyway (tanh, sigmoid, swish)
+                np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-14)
+            if name == "softplus":
+                assert (out[0] is None) == (not value) and (out[2] is None) == (not curvature)
 
 
 @pytest.mark.parametrize("xla", [False, True])
@@ -469,12 +478,13 @@ def test_weighted_gram_equals_the_batched_matmul_under_xla(n, width):
     """Both forms of K diag(c) K^T (the fused sum under XLA for small n*n*H, else matmul)."""
     import tensorflow as tf
 
-    from lnn._mlp import weighted_gram
+    from lnn.models.mlp import weighted_gram
 
     rng = np.random.default_rng(n)
     k = tf.constant(rng.normal(size=(5, n, width)))
     c = tf.constant(rng.normal(size=(5, width)))
     reference = np.einsum("bih,bh,bjh->bij", k.numpy(), c.numpy(), k.numpy())
     for jit in (False, True):
-        out = tf.function(weighted_gram, jit_compile=jit, autograph=False)(k, c).numpy()
+        body = _runtime.xla_body(weighted_gram) if jit else weighted_gram
+        out = tf.function(body, jit_compile=jit, autograph=False)(k, c).numpy()
         np.testing.assert_allclose(out, reference, rtol=1e-12, atol=1e-12)

@@ -1,4 +1,4 @@
-"""Multilayer perceptrons with closed-form input derivatives.
+"""Multilayer perceptrons with closed-form input derivatives, in TensorFlow and numpy.
 
 The networks of :class:`lnn.LagrangianNetwork` are plain MLPs whose first
 layer reads two input blocks, ``x`` (features of ``q``, shape ``(B, F)``) and
@@ -25,7 +25,10 @@ Reading the weights for a numpy re-implementation: :meth:`MLP.layers` returns
 the effective ``(kernel, bias, activation)`` of every layer (the first layer's
 kernel split into ``W_x`` and ``W_v``), already transformed where a
 constraint applies (input-convex networks store ``softplus``-parametrised
-kernels).
+kernels). :class:`NumpyNet` is the same network in numpy, with the feature
+map folded into its first layer (the fast snapshot of :mod:`lnn.fast`): the
+forward pass keeps ``s'(z_l)`` and ``s''(z_l)``, :meth:`NumpyNet.backward`
+gives the adjoints, :meth:`NumpyNet.tangent` a forward-mode tangent.
 """
 
 from __future__ import annotations
@@ -37,98 +40,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from lnn.mechanics import _in_xla_context
+from lnn import _runtime
+from lnn.models.activations import ACTIVATIONS
 
-__all__ = ["ACTIVATIONS", "MLP", "MLPLayer", "scalar_derivatives", "ScalarDerivatives"]
-
-
-def _softplus(z):
-    return tf.math.softplus(z)
-
-
-def _softplus_d1(z):
-    return tf.math.sigmoid(z)
-
-
-def _softplus_d2(z):
-    s = tf.math.sigmoid(z)
-    return s * (1.0 - s)
-
-
-def _tanh_d1(z):
-    t = tf.math.tanh(z)
-    return 1.0 - t * t
-
-
-def _tanh_d2(z):
-    t = tf.math.tanh(z)
-    return -2.0 * t * (1.0 - t * t)
-
-
-def _sigmoid_d1(z):
-    s = tf.math.sigmoid(z)
-    return s * (1.0 - s)
-
-
-def _sigmoid_d2(z):
-    s = tf.math.sigmoid(z)
-    return s * (1.0 - s) * (1.0 - 2.0 * s)
-
-
-def _swish(z):
-    return z * tf.math.sigmoid(z)
-
-
-def _swish_d1(z):
-    s = tf.math.sigmoid(z)
-    return s + z * s * (1.0 - s)
-
-
-def _swish_d2(z):
-    s = tf.math.sigmoid(z)
-    return s * (1.0 - s) * (2.0 + z * (1.0 - 2.0 * s))
-
-
-#: name -> (s, s', s'') as TensorFlow callables. All are smooth: a Lagrangian
-#: network needs non-zero second derivatives (ReLU would give ``M = 0``).
-ACTIVATIONS: dict[str, tuple[Callable, Callable, Callable]] = {
-    "softplus": (_softplus, _softplus_d1, _softplus_d2),
-    "tanh": (tf.math.tanh, _tanh_d1, _tanh_d2),
-    "sigmoid": (tf.math.sigmoid, _sigmoid_d1, _sigmoid_d2),
-    "swish": (_swish, _swish_d1, _swish_d2),
-}
-
-
-def _value_slope_and_curvature(name: str, z):
-    """``(s(z), s'(z), s''(z))`` from one transcendental evaluation where possible.
-
-    For softplus, ``e = exp(-|z|)`` gives all three: ``s = max(z, 0) + log(1 + e)``
-    (``log``, not ``log1p``: the argument lies in ``[1, 2]``, so the absolute error
-    stays at rounding, and XLA's CPU ``log1p`` costs twice as much),
-    ``s' = sigmoid(z)`` and ``s'' = s'(1 - s')``.
-    """
-    if name == "softplus":
-        e = tf.exp(-tf.abs(z))
-        one_plus = 1.0 + e
-        p = 1.0 / one_plus  # sigmoid(|z|)
-        ep = e * p  # sigmoid(-|z|) = 1 - p
-        sig = tf.where(z >= 0, p, ep)
-        return tf.maximum(z, 0.0) + tf.math.log(one_plus), sig, ep * p
-    if name == "tanh":
-        t = tf.math.tanh(z)
-        d = 1.0 - t * t
-        return t, d, -2.0 * t * d
-    if name == "sigmoid":
-        s = tf.math.sigmoid(z)
-        d = s * (1.0 - s)
-        return s, d, d * (1.0 - 2.0 * s)
-    act, d1, d2 = ACTIVATIONS[name]
-    return act(z), d1(z), d2(z)
-
-
-def _slope_and_curvature(name: str, z):
-    """``(s'(z), s''(z))`` (see :func:`_value_slope_and_curvature`)."""
-    return _value_slope_and_curvature(name, z)[1:]
+__all__ = ["MLP", "MLPLayer", "NumpyNet", "ScalarDerivatives", "scalar_derivatives", "weighted_gram"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -293,7 +208,7 @@ class MLP(keras.layers.Layer):
         x : tensor, shape ``(B, n_features)`` (ignored when ``n_features == 0``)
         v : tensor, shape ``(B, n_velocity)`` (ignored when ``n_velocity == 0``)
         """
-        act = ACTIVATIONS[self.activation_name][0]
+        act = ACTIVATIONS[self.activation_name].value
         h = act(self.first_preactivation(x, v))
         kernels = self.kernels()
         for k, b in zip(kernels[:-1], self._biases):
@@ -347,7 +262,7 @@ def weighted_gram(k, c):
     tensor, shape ``(B, n, n)``
     """
     n, h = k.shape[1], k.shape[2]
-    if n is not None and h is not None and n * n * h <= GRAM_BY_SUM_MAX and _in_xla_context():
+    if n is not None and h is not None and n * n * h <= GRAM_BY_SUM_MAX and _runtime.in_xla_trace():
         return tf.reduce_sum(k[:, :, None, :] * k[:, None, :, :] * c[:, None, None, :], axis=-1)
     return tf.matmul(k * c[:, None, :], k, transpose_b=True)
 
@@ -377,6 +292,7 @@ def scalar_derivatives(net: MLP, x, v, *, hessian: bool = True, x_tangent=None) 
     ScalarDerivatives
     """
     # Read every variable once per trace (each read is an op in the graph).
+    act = ACTIVATIONS[net.activation_name].tf
     kernels = net.kernels()
     biases = [tf.convert_to_tensor(b) for b in net._biases]
     w_x = tf.convert_to_tensor(net.w_x) if net.w_x is not None else None
@@ -388,7 +304,7 @@ def scalar_derivatives(net: MLP, x, v, *, hessian: bool = True, x_tangent=None) 
         z = z + tf.matmul(v, w_v)
     zs, slopes, second = [z], [], []
     for i in range(len(kernels)):
-        h, d1, d2 = _value_slope_and_curvature(net.activation_name, zs[-1])
+        h, d1, d2 = act(zs[-1])
         slopes.append(d1)
         second.append(d2)
         z = tf.matmul(h, kernels[i])
@@ -436,3 +352,125 @@ def scalar_derivatives(net: MLP, x, v, *, hessian: bool = True, x_tangent=None) 
             if tangents is not None:
                 mixed = mixed + tf.linalg.matvec(k_l, curv[i] * tangents[i])
     return ScalarDerivatives(value, grad_x, grad_v, hess, mixed)
+
+
+# ----------------------------------------------------------------------------- numpy twin
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class NumpyNet:
+    """An :class:`MLP` in numpy, on the raw inputs ``r = [q_lin, sin q_ang, cos q_ang]`` and ``qd``.
+
+    The feature map ``x = r @ R + c`` and the velocity scaling ``qd / qd_scale``
+    are folded into the first layer: ``z_1 = r @ w_r + qd @ w_qd + b_1``.
+
+    Attributes
+    ----------
+    w_r : numpy.ndarray, shape ``(R, H_1)``
+    w_qd : numpy.ndarray, shape ``(n, H_1)``, or None (a network of ``q`` only)
+    b_1 : numpy.ndarray, shape ``(H_1,)``
+    kernels, biases : tuple of numpy.ndarray
+        The later layers, the last being the linear output layer.
+    activation : str
+        A key of :data:`lnn.models.activations.ACTIVATIONS`.
+    """
+
+    w_r: np.ndarray
+    w_qd: np.ndarray | None
+    b_1: np.ndarray
+    kernels: tuple
+    biases: tuple
+    activation: str
+
+    @classmethod
+    def fold(cls, layers, n_features: int, r_to_x: np.ndarray, x_offset: np.ndarray,
+             qd_scale: np.ndarray, dtype) -> "NumpyNet":
+        """Fold ``x = r @ r_to_x + x_offset`` and ``qd / qd_scale`` into layer 1 of ``layers``.
+
+        Parameters
+        ----------
+        layers : list of MLPLayer
+            :meth:`MLP.layers` of the network.
+        n_features : int
+            ``F``, the rows of the first kernel that act on ``x``.
+        r_to_x : numpy.ndarray, shape ``(R, F)``
+        x_offset : numpy.ndarray, shape ``(F,)``
+        qd_scale : numpy.ndarray, shape ``(n,)``
+        dtype : numpy dtype of the snapshot
+        """
+        first = layers[0]
+        w_x = np.asarray(first.kernel[:n_features], np.float64)
+        w_v = np.asarray(first.kernel[n_features:], np.float64)
+        w_qd = w_v / qd_scale[:, None] if w_v.shape[0] else None
+        cast = lambda a: np.ascontiguousarray(a, dtype=dtype)  # noqa: E731
+        return cls(w_r=cast(r_to_x @ w_x), w_qd=None if w_qd is None else cast(w_qd),
+                   b_1=cast(np.asarray(first.bias, np.float64) + x_offset @ w_x),
+                   kernels=tuple(cast(layer.kernel) for layer in layers[1:]),
+                   biases=tuple(cast(layer.bias) for layer in layers[1:]),
+                   activation=first.activation)
+
+    def forward(self, r, qd, *, output: bool = True, curvature: bool = True):
+        """The output and the hidden layers' ``s'(z_l)``, ``s''(z_l)``.
+
+        Parameters
+        ----------
+        r : numpy.ndarray, shape ``(B, R)``
+        qd : numpy.ndarray, shape ``(B, n)``, or None for a network of ``q`` only
+        output : bool
+            False skips the last activation and the output layer (out is None).
+        curvature : bool
+            False skips the curvatures (None).
+
+        Returns
+        -------
+        out : numpy.ndarray, shape ``(B, K)``, or None
+        slopes, curvatures : list of numpy.ndarray, each ``(B, H_l)``
+        """
+        act = ACTIVATIONS[self.activation].np
+        z = r @ self.w_r
+        z += self.b_1
+        if self.w_qd is not None:
+            z += qd @ self.w_qd
+        slopes, curvs = [], []
+        last = len(self.kernels) - 1
+        for i, (k, b) in enumerate(zip(self.kernels, self.biases)):
+            h, d1, d2 = act(z, output or i < last, curvature)
+            slopes.append(d1)
+            curvs.append(d2)
+            z = h @ k + b if h is not None else None
+        return z, slopes, curvs
+
+    def backward(self, slopes, adjoint=None):
+        """Adjoints ``delta_l = d(out . adjoint)/dh_l`` and ``g_1 = delta_1 s'(z_1)``.
+
+        Parameters
+        ----------
+        slopes : list of numpy.ndarray
+            From :meth:`forward`.
+        adjoint : numpy.ndarray, shape ``(B, K)`` or ``(1, K)``, optional
+            Default: 1 (a scalar output).
+
+        Returns
+        -------
+        deltas : list of numpy.ndarray
+        g_1 : numpy.ndarray, shape ``(B, H_1)``
+        """
+        deltas = [None] * len(slopes)
+        delta = self.kernels[-1].T if adjoint is None else adjoint @ self.kernels[-1].T
+        for i in range(len(slopes) - 1, -1, -1):
+            deltas[i] = delta
+            if i > 0:
+                delta = (delta * slopes[i]) @ self.kernels[i - 1].T
+        return deltas, deltas[0] * slopes[0]
+
+    def tangent(self, slopes, t_1):
+        """Forward-mode tangent of the output for the tangent ``t_1 (B, H_1)`` of ``z_1``: ``(B, K)``."""
+        t = t_1
+        for k, d1 in zip(self.kernels, slopes):
+            t = (t * d1) @ k
+        return t
+
+    def gradient_r(self, r, qd=None):
+        """``d out / d r`` of a scalar network (no curvature computed), shape ``(B, R)``."""
+        _, slopes, _ = self.forward(r, qd, output=False, curvature=False)
+        return self.backward(slopes)[1] @ self.w_r.T

@@ -1,0 +1,32 @@
+"""Lagrangian neural networks: the Keras model, its kinds and their mathematics.
+
+=============================  ===============================================================
+module                         holds
+=============================  ===============================================================
+:mod:`~lnn.models.network`     :class:`LagrangianNetwork` (configuration, scaling, saving,
+                               public methods; no branch on a kind)
+:mod:`~lnn.models.registry`    :class:`Kind`, :func:`register_kind`, :data:`KINDS`
+:mod:`~lnn.models.kinetic_potential`, :mod:`~lnn.models.black_box`, :mod:`~lnn.models.structured`
+                               the built-in kinds, TensorFlow and numpy side by side
+:mod:`~lnn.models.scalar`      the closed form shared by kinds whose energy is one scalar MLP
+:mod:`~lnn.models.mlp`         :class:`~lnn.models.mlp.MLP` and its numpy twin, closed-form
+                               input derivatives
+:mod:`~lnn.models.activations`  one table of activations (value, slope, curvature; TF and numpy)
+:mod:`~lnn.models.features`    the one input map (``sin/cos`` of angles, affine scaling)
+:mod:`~lnn.models.damping`     the learned viscous damping force
+:mod:`~lnn.models.compiled`    compiled calls: graph mode at once, XLA off the caller's path
+:mod:`~lnn.models.saving`      :func:`load_model`
+=============================  ===============================================================
+
+A new kind is one module defining a :class:`Kind` subclass decorated with
+:func:`register_kind` (and, to be built in, one import line below).
+"""
+
+from lnn.models.registry import KINDS, Kind, NumpyKind, Terms, kind_names, register_kind
+from lnn.models import black_box, kinetic_potential, structured  # noqa: F401  (register the kinds)
+from lnn.models.features import FeatureMap
+from lnn.models.network import LagrangianNetwork
+from lnn.models.saving import load_model
+
+__all__ = ["FeatureMap", "KINDS", "Kind", "LagrangianNetwork", "NumpyKind", "Terms", "kind_names",
+           "load_model", "register_kind"]

@@ -1,0 +1,691 @@
+"""The Keras model of a learned Lagrangian: :class:`LagrangianNetwork`.
+
+It keeps the configuration, the input scaling, saving and the public
+mechanics; the structure of ``T``, ``V`` and ``L`` is its *kind*'s
+(:mod:`lnn.models.registry`: one module per kind, TensorFlow and numpy side
+by side), and it never branches on a kind. Angular coordinates enter the
+networks as ``(sin q_i, cos q_i)``, the others as ``(q_i - mean_i) / std_i``,
+velocities as ``qd_i / qd_std_i`` (:mod:`lnn.models.features`; scales set by
+:meth:`LagrangianNetwork.adapt`, saved with the model). Optional learned
+viscous damping adds the generalized force ``-D qd``
+(:mod:`lnn.models.damping`).
+
+The public methods validate their inputs and run a compiled operation
+(:mod:`lnn.models.compiled`: graph mode at once, XLA for recurring batch
+sizes compiled off the caller's path, so a new batch size never stalls a
+call), through :func:`lnn._runtime.fast_caller` (past TensorFlow's Python
+call path when no tape records), and return tensors in the model dtype; on
+symbolic tensors (inside a training step) they inline their graph.
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from lnn import _validate, mechanics
+from lnn.mechanics import MassMatrixHealth, PowerBalance
+from lnn.models.activations import ACTIVATIONS
+from lnn.models.compiled import CompiledOp
+from lnn.models.damping import ViscousDamping
+from lnn.models.features import FeatureMap, Features, InputMap
+from lnn.models.mlp import MLPLayer, NumpyNet
+from lnn.models.registry import KINDS
+
+__all__ = ["LagrangianNetwork"]
+
+
+def _angular_flags(angular, n_dof: int) -> tuple[bool, ...]:
+    if angular is None or isinstance(angular, (bool, np.bool_)):
+        return (bool(angular),) * n_dof
+    try:
+        flags = tuple(bool(a) for a in angular)
+    except TypeError:
+        raise TypeError(f"angular must be a bool or {n_dof} bools, got {angular!r}") from None
+    if len(flags) != n_dof:
+        raise ValueError(f"angular must have n_dof = {n_dof} entries, got {len(flags)}: {angular!r}")
+    return flags
+
+
+def _hidden_widths(hidden) -> tuple[int, ...]:
+    if isinstance(hidden, (int, np.integer)):
+        raise TypeError(f"hidden must be a tuple of widths, got the integer {hidden!r}")
+    widths = tuple(int(h) for h in hidden)
+    if not widths or min(widths) < 1:
+        raise ValueError(f"hidden must be a non-empty tuple of positive widths, got {hidden!r}")
+    return widths
+
+
+def _check_options(kind, activation, convex, convex_init, epsilon):
+    """The kind class and ``convex_init`` after checking the kind-dependent options."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {tuple(KINDS)}, got {kind!r}")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+    cls = KINDS[kind]
+    if convex and not cls.convex:
+        convex_kinds = [k for k, c in KINDS.items() if c.convex]
+        raise ValueError(f"convex=True applies to kind {' or '.join(map(repr, convex_kinds))} only, "
+                         f"got kind {kind!r}")
+    if convex and activation != "softplus":
+        raise ValueError("convex=True needs a convex non-decreasing activation: use "
+                         f"activation='softplus', got {activation!r}")
+    if convex_init is None:
+        convex_init = activation == "softplus"
+    if convex_init and activation != "softplus":
+        raise ValueError("convex_init=True needs a convex activation: use activation='softplus', "
+                         f"got {activation!r}")
+    if not (float(epsilon) >= 0.0):
+        raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
+    return cls, bool(convex_init)
+
+
+@keras.saving.register_keras_serializable(package="lnn")
+class LagrangianNetwork(keras.Model):
+    """A learned Lagrangian ``L(q, qd)`` with its mechanics.
+
+    Parameters
+    ----------
+    n_dof : int
+        Number of degrees of freedom ``n``.
+    kind : str
+        Model structure, a registered kind (:data:`lnn.models.KINDS`):
+        ``"kinetic-potential"`` (``T`` and ``V`` MLPs), ``"black-box"`` (one
+        MLP ``L``), ``"structured"`` (``M(q) = C C^T + eps I``), or one you
+        register (:func:`lnn.models.register_kind`).
+    hidden : tuple of int
+        Hidden widths of every MLP.
+    activation : {"softplus", "tanh", "sigmoid", "swish"}
+        Smooth hidden activation (``convex=True`` requires ``"softplus"``).
+    angular : bool or tuple of bool, length ``n_dof``, optional
+        Which coordinates are angles (fed as ``sin, cos``); one bool applies
+        to all. Default: none.
+    damping : bool
+        Learn a constant positive-definite viscous damping ``D``; the
+        generalized force ``-D qd`` is added to ``tau``.
+    convex : bool
+        Input-convex kinetic MLP (kinds that allow it: ``"kinetic-potential"``).
+    epsilon : float
+        The ``epsilon I`` added to ``M`` by the structured and convex models.
+    dtype : {"float32", "float64"}
+        Weights, computations and outputs.
+    seed : int, optional
+        Seed of the initial weights.
+    convex_init : bool, optional
+        Initialise the kinetic (or black-box) MLP convex in ``qd``:
+        non-negative kernels after the first layer, unconstrained during
+        training, so that ``M`` is positive definite at initialisation (an
+        unconstrained random ``T`` is indefinite at some states, and a batch
+        containing one gives NaN accelerations). Needs
+        ``activation="softplus"``. Default (None): on exactly when the
+        activation is softplus.
+    xla : bool
+        Let the eager mass-matrix, acceleration, inverse-dynamics and
+        Jacobian calls run under XLA once their (padded) batch size recurs,
+        compiled in the background (:mod:`lnn.models.compiled`): the fastest
+        path measured, with no compilation on the caller's path.
+        ``model(...)`` inside a training step is never forced to XLA.
+    name : str, optional
+        Keras model name.
+
+    Attributes
+    ----------
+    n_dof, angular, kind, dtype
+        As given (``angular`` as a tuple of ``n_dof`` bools).
+    """
+
+    def __init__(self, n_dof: int, *, kind: str = "kinetic-potential", hidden=(128, 128),
+                 activation: str = "softplus", angular=None, damping: bool = False,
+                 convex: bool = False, epsilon: float = 1e-4, dtype: str = "float32",
+                 seed: int | None = None, convex_init: bool | None = None, xla: bool = True,
+                 name: str | None = None, **kwargs) -> None:
+        if isinstance(n_dof, bool) or not isinstance(n_dof, (int, np.integer)) or n_dof < 1:
+            raise ValueError(f"n_dof must be a positive integer, got {n_dof!r}")
+        n_dof = int(n_dof)
+        kind_cls, convex_init = _check_options(kind, activation, convex, convex_init, epsilon)
+        hidden = _hidden_widths(hidden)
+        angular = _angular_flags(angular, n_dof)
+        dtype = _validate.float_dtype(dtype)
+        super().__init__(name=name, dtype=dtype, **kwargs)
+        self.n_dof, self.kind, self.hidden = n_dof, kind, hidden
+        self.activation_name, self._angular = activation, angular
+        self.damping, self.convex = bool(damping), bool(convex)
+        self.epsilon, self.seed, self.xla = float(epsilon), seed, bool(xla)
+        self.convex_init = convex_init
+        self._np_dtype, self._tf_dtype = np.dtype(dtype), tf.as_dtype(dtype)
+        # Plain Python attributes (not tracked by Keras: no weights of their own).
+        object.__setattr__(self, "input_map", InputMap.from_angular(angular, dtype))
+        object.__setattr__(self, "_functions", {})
+
+        def stat(name, value):
+            var = self.add_weight(name=name, shape=(n_dof,), initializer="zeros", dtype=dtype,
+                                  trainable=False)
+            var.assign(np.full(n_dof, value, dtype=dtype))
+            return var
+
+        self.q_mean, self.q_std = stat("q_mean", 0.0), stat("q_std", 1.0)
+        self.qd_std, self.qdd_std = stat("qd_std", 1.0), stat("qdd_std", 1.0)
+        object.__setattr__(self, "kind_model", kind_cls(self))
+        seeds = np.random.SeedSequence(seed).generate_state(4)
+        self.kind_model.build(n_features=self.input_map.n_features, seeds=seeds, options=dict(
+            hidden=hidden, activation=activation, dtype=dtype, convex=self.convex,
+            convex_init=convex_init, epsilon=self.epsilon))
+        object.__setattr__(self, "damping_force", ViscousDamping(self) if self.damping else None)
+        self.built = True
+
+    # -- configuration -------------------------------------------------------------
+    @property
+    def angular(self) -> tuple[bool, ...]:
+        """Which coordinates are angles, length ``n_dof``."""
+        return self._angular
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        """The model dtype as a numpy dtype."""
+        return self._np_dtype
+
+    def get_config(self) -> dict:
+        """Constructor arguments (Keras serialisation)."""
+        return dict(n_dof=self.n_dof, kind=self.kind, hidden=list(self.hidden),
+                    activation=self.activation_name, angular=list(self._angular),
+                    damping=self.damping, convex=self.convex, epsilon=self.epsilon,
+                    dtype=self.dtype, seed=self.seed, convex_init=self.convex_init, xla=self.xla,
+                    name=self.name)
+
+    @classmethod
+    def from_config(cls, config: dict) -> "LagrangianNetwork":
+        """Rebuild from :meth:`get_config`."""
+        config = dict(config)
+        dtype = config.pop("dtype", "float32")
+        if isinstance(dtype, dict):  # a serialised DTypePolicy
+            dtype = keras.dtype_policies.deserialize(dtype).name
+        return cls(config.pop("n_dof"), dtype=dtype, **config)
+
+    def feature_map(self) -> FeatureMap:
+        """The input map of the networks as numpy arrays (see :class:`lnn.models.FeatureMap`)."""
+        return self.input_map.feature_map(np.asarray(self.q_mean), np.asarray(self.q_std),
+                                          np.asarray(self.qd_std))
+
+    def mlp_layers(self) -> dict[str, list[MLPLayer]]:
+        """Effective layers of every network, for re-implementations.
+
+        Returns
+        -------
+        dict
+            Network name -> list of :class:`lnn.models.mlp.MLPLayer`: for the
+            built-in kinds ``{"kinetic", "potential"}`` (kinetic-potential),
+            ``{"lagrangian"}`` (black-box) or ``{"cholesky", "potential"}``
+            (structured). The first kernel stacks the rows for the features
+            ``x`` (``F`` rows) over those for ``qd / qd_scale`` (``n`` rows,
+            kinetic and black-box). The cholesky network outputs ``n`` raw
+            diagonal entries (through softplus) then the strictly lower
+            entries in ``numpy.tril_indices(n, -1)`` order.
+        """
+        return {net.name: net.layers() for net in self.kind_model.nets()}
+
+    def damping_matrix(self):
+        """The learned viscous damping ``D``, shape ``(n, n)`` (zeros without damping)."""
+        if self.damping_force is None:
+            return tf.zeros((self.n_dof, self.n_dof), self.dtype)
+        return self.damping_force.matrix()
+
+    # -- input scaling ---------------------------------------------------------------
+    def adapt(self, q, qd, qdd=None) -> None:
+        """Set the input scaling from data (non-trainable weights, saved with the model).
+
+        Parameters
+        ----------
+        q, qd : array_like, shape ``(N, n)``
+            Sample states: the mean and standard deviation of the non-angular
+            ``q`` and the root mean square of ``qd`` (about 0) are stored
+            (:func:`lnn._validate.spread`).
+        qdd : array_like, shape ``(N, n)``, optional
+            Sample accelerations: their root mean square is stored as
+            ``model.qdd_std`` for loss normalisation (not used by the model).
+        """
+        pairs = [("q", q), ("qd", qd)] + ([("qdd", qdd)] if qdd is not None else [])
+        for name, x in pairs:
+            if np.ndim(x) != 2:
+                raise ValueError(f"{name} must have shape (N, {self.n_dof}), got shape {np.shape(x)}")
+        arrays, _ = _validate.states(pairs, self.n_dof)
+        if len(arrays[0]) < 2:
+            raise ValueError(f"adapt needs at least 2 samples, q has {len(arrays[0])}")
+        q_arr, qd_arr = arrays[0], arrays[1]
+        mean = np.where(self._angular, 0.0, q_arr.mean(axis=0))
+        std = np.where(self._angular, 1.0, _validate.spread(q_arr))
+        self.q_mean.assign(mean.astype(self._np_dtype))
+        self.q_std.assign(std.astype(self._np_dtype))
+        self.qd_std.assign(_validate.spread(qd_arr, center=False).astype(self._np_dtype))
+        if qdd is not None:
+            self.qdd_std.assign(_validate.spread(arrays[2], center=False).astype(self._np_dtype))
+
+    # -- graph mathematics (tensors in, tensors out) ------------------------------------
+    def features(self, q) -> Features:
+        """The networks' features of ``q (B, n)`` (tensors; see :mod:`lnn.models.features`)."""
+        return Features.of(self.input_map, q, self.q_mean, self.q_std)
+
+    def _kinetic(self, q, qd):
+        return self.kind_model.kinetic(q, qd)
+
+    def _potential(self, q):
+        return self.kind_model.potential(q)
+
+    def _lagrangian(self, q, qd):
+        return self.kind_model.lagrangian(q, qd)
+
+    def _euler_lagrange(self, q, qd):
+        """``(M, dL/dq - (d2L/dqd dq) qd)`` of ``M qdd = rhs + tau`` (without forces)."""
+        t = self.kind_model.terms(q, qd, hessian=True, mixed=True, grad_q=True)
+        return t.mass, t.grad_q - t.mixed
+
+    def _generalized_force(self, qd, tau):
+        if self.damping_force is None:
+            return tau
+        damp = self.damping_force.force(qd)
+        return damp if tau is None else tau + damp
+
+    def _linear_system(self, q, qd, tau=None):
+        """``(M, rhs)`` of the Euler-Lagrange equations ``M qdd = rhs``."""
+        mass, rhs = self._euler_lagrange(q, qd)
+        force = self._generalized_force(qd, tau)
+        return mass, rhs if force is None else rhs + force
+
+    def _acceleration_graph(self, q, qd, tau=None, regularize=None):
+        return mechanics.solve_cholesky(*self._linear_system(q, qd, tau), regularize)
+
+    def _acceleration_by_tapes(self, q, qd, tau=None):
+        """Accelerations whose ``M``, ``dL/dq`` and mixed term come from nested tapes.
+
+        The generic engine of :mod:`lnn.mechanics` applied to the kind's
+        energies, instead of its closed form (equal to rounding): a check of
+        the closed form's weight gradients. Not for XLA training steps: an XLA
+        train step built on it was recompiled after every weight update
+        (0.6-0.9 s a step; ``tests/test_train.py`` counts the compilations).
+        """
+        force = self._generalized_force(qd, tau)
+        force = tf.zeros_like(q) if force is None else force
+        return mechanics._acceleration_body(self.kind_model.tape_lagrangian(), q, qd, force,
+                                            "reverse", None)
+
+    def _inverse_dynamics_graph(self, q, qd, qdd):
+        mass, rhs = self._euler_lagrange(q, qd)
+        tau = tf.linalg.matvec(mass, qdd) - rhs
+        if self.damping_force is not None:
+            tau = tau - self.damping_force.force(qd)
+        return tau
+
+    def _mass_matrix_graph(self, q, qd):
+        return self.kind_model.mass_matrix(q, qd)
+
+    def _energy_graph(self, q, qd):
+        return self.kind_model.energy(q, qd)
+
+    def _jacobian_graph(self, q, qd, tau=None):
+        state = tf.concat([q, qd], axis=1)
+        n = self.n_dof
+        with tf.GradientTape() as tape:
+            tape.watch(state)
+            qdd = self._acceleration_graph(state[:, :n], state[:, n:], tau)
+        return tape.batch_jacobian(qdd, state)
+
+    def numpy_mechanics(self):
+        """The kind's numpy twin of the current weights (:class:`lnn.models.NumpyKind`), or None."""
+        fmap = self.feature_map()
+        inputs = self.input_map
+        s, offset = inputs.affine_np(np.asarray(self.q_mean), np.asarray(self.q_std))
+        qd_scale = np.asarray(fmap.qd_scale, np.float64)
+
+        def fold(net):
+            return NumpyNet.fold(net.layers(), inputs.n_features, s, offset, qd_scale,
+                                 self._np_dtype)
+        return self.kind_model.numpy(fold)
+
+    # -- compiled dispatch ---------------------------------------------------------------
+    #: op -> (graph method, number of (B, n) inputs, XLA form allowed).
+    _OPS = {
+        "lagrangian": ("_lagrangian", 2, False), "kinetic_energy": ("_kinetic", 2, False),
+        "potential_energy": ("_potential", 1, False),
+        "mass_matrix": ("_mass_matrix_graph", 2, True),
+        "acceleration": ("_acceleration_graph", 3, True),
+        "acceleration_free": ("_acceleration_graph", 2, True),
+        "inverse_dynamics": ("_inverse_dynamics_graph", 3, True),
+        "energy": ("_energy_graph", 2, False),
+        "acceleration_jacobian": ("_jacobian_graph", 2, True),
+        "acceleration_jacobian_tau": ("_jacobian_graph", 3, True),
+    }
+
+    def _compiled_op(self, op: str, regularize=None) -> CompiledOp:
+        """The :class:`lnn.models.compiled.CompiledOp` of ``op`` for packed ``(B, k n)`` inputs."""
+        key = (op, regularize)
+        fn = self._functions.get(key)
+        if fn is not None:
+            return fn
+        method, n_args, xla = self._OPS[op]
+        graph = getattr(self, method)
+        n = self.n_dof
+        if op.startswith("acceleration_jacobian"):
+            xla = xla and self.kind_model.xla_jacobian
+        elif op.startswith("acceleration"):
+            def graph(q, qd, tau=None):
+                return mechanics.solve_cholesky(*self._linear_system(q, qd, tau), regularize)
+
+        def body(x):  # one packed input, split here (mechanics.pack_columns)
+            return graph(*[x[:, i * n:(i + 1) * n] for i in range(n_args)])
+
+        xla_body = None
+        if xla and op.startswith("acceleration") and not op.startswith("acceleration_jacobian") \
+                and n > mechanics.UNROLLED_CHOLESKY_MAX_N:
+            # XLA's CPU Cholesky is slow: the linear system under XLA, TensorFlow's Cholesky outside.
+            system = tf.function(self._linear_system, jit_compile=True, autograph=False)
+
+            def xla_body(x):
+                parts = [x[:, i * n:(i + 1) * n] for i in range(n_args)]
+                return mechanics.solve_cholesky(*system(*parts), regularize)
+        fn = CompiledOp(body, width=n_args * n, dtype=self._tf_dtype, xla=self.xla and xla,
+                        xla_body=xla_body)
+        self._functions[key] = fn
+        return fn
+
+    def tracing_count(self, op: str) -> int:
+        """Number of traces of the compiled ``op`` (0 before its first call, 1 after).
+
+        Parameters
+        ----------
+        op : str
+            One of ``"lagrangian"``, ``"kinetic_energy"``, ``"potential_energy"``,
+            ``"mass_matrix"``, ``"acceleration"``, ``"acceleration_free"``
+            (without ``tau``), ``"inverse_dynamics"``, ``"energy"``,
+            ``"acceleration_jacobian"``, ``"acceleration_jacobian_tau"``.
+        """
+        if op not in self._OPS:
+            raise ValueError(f"op must be one of {sorted(self._OPS)}, got {op!r}")
+        fn = self._functions.get((op, None))
+        return 0 if fn is None else fn.tracing_count()
+
+    def compiled_ops(self) -> dict:
+        """The compiled operations built so far: ``(op, regularize) -> CompiledOp`` (a copy)."""
+        return dict(self._functions)
+
+    def _prepare(self, *pairs):
+        return mechanics._inputs(pairs, self._tf_dtype, n=self.n_dof)
+
+    def _dispatch(self, op, graph, names, *values):
+        """Check ``values``; inline ``graph(*args)`` on symbolic tensors, else run compiled ``op``.
+
+        The compiled functions take the inputs side by side in one ``(B, k n)``
+        tensor (one conversion and one bound input per call instead of ``k``).
+        ``names`` (one per value) word the errors of the full checks.
+        """
+        x = mechanics.packed_plain(values, self._np_dtype, self._tf_dtype, self.n_dof)
+        if x is not None:  # finite (B, n) batches of the model's dtype: the hot path
+            return self._compiled_op(op)(x)
+        args, single, _ = self._prepare(*zip(names, values))
+        if mechanics._is_symbolic(args[0]):
+            return graph(*args)
+        out = self._compiled_op(op)(mechanics.pack_columns(args, self._tf_dtype))
+        return mechanics._unbatch(out, single)
+
+    # -- public mechanics ---------------------------------------------------------------
+    def lagrangian(self, q, qd):
+        """Lagrangian ``L``.
+
+        Parameters
+        ----------
+        q, qd : array_like or tensor, shape ``(B, n)`` or ``(n,)``
+
+        Returns
+        -------
+        tensor, shape ``(B,)`` (scalar for a single state)
+        """
+        return self._dispatch("lagrangian", self._lagrangian, ("q", "qd"), q, qd)
+
+    def kinetic_energy(self, q, qd):
+        """Kinetic energy ``T``.
+
+        Parameters
+        ----------
+        q, qd : array_like or tensor, shape ``(B, n)`` or ``(n,)``
+
+        Returns
+        -------
+        tensor, shape ``(B,)`` (scalar for a single state)
+        """
+        return self._dispatch("kinetic_energy", self._kinetic, ("q", "qd"), q, qd)
+
+    def potential_energy(self, q):
+        """Potential energy ``V``.
+
+        Parameters
+        ----------
+        q : array_like or tensor, shape ``(B, n)`` or ``(n,)``
+
+        Returns
+        -------
+        tensor, shape ``(B,)`` (scalar for a single state)
+        """
+        return self._dispatch("potential_energy", self._potential, ("q",), q)
+
+    def mass_matrix(self, q, qd=None):
+        """Mass matrix ``M = d2T/dqd2`` (closed form).
+
+        Parameters
+        ----------
+        q : array_like or tensor, shape ``(B, n)`` or ``(n,)``
+        qd : array_like or tensor, same shape, optional
+            Needed unless the kind's ``M`` depends on ``q`` only
+            (``"structured"``); default zeros.
+
+        Returns
+        -------
+        tensor, shape ``(B, n, n)`` (``(n, n)`` for a single state)
+        """
+        x = mechanics.packed_plain((q, qd), self._np_dtype, self._tf_dtype, self.n_dof)
+        if x is not None:  # the hot path of scripts and integrators, as in _dispatch
+            return self._compiled_op("mass_matrix")(x)
+        if qd is None:
+            qd = (tf.zeros_like(q) if isinstance(q, tf.Tensor)
+                  else np.zeros_like(np.asarray(q, float)))
+        return self._dispatch("mass_matrix", self._mass_matrix_graph, ("q", "qd"), q, qd)
+
+    def acceleration(self, q, qd, tau=None, *, regularize: float | None = None):
+        """Forward dynamics ``qdd = M^{-1} (dL/dq - (d2L/dqd dq) qd + tau - D qd)``.
+
+        Parameters
+        ----------
+        q, qd : array_like or tensor, shape ``(B, n)`` or ``(n,)``
+        tau : array_like or tensor, same shape, optional
+            Generalized forces (default zero).
+        regularize : float, optional
+            Solve with ``M + regularize I`` (explicit, caller-chosen). Default:
+            none; a mass matrix that is not positive definite raises.
+
+        Returns
+        -------
+        tensor, shape ``(B, n)`` (``(n,)`` for a single state)
+
+        Raises
+        ------
+        lnn.mechanics.MassMatrixError
+            (a ``ValueError``) naming how many samples have a mass matrix that is
+            not positive definite and the smallest eigenvalue.
+        """
+        # The hot path of integrators and scripts, written out (no closures): see _dispatch.
+        x = mechanics.packed_plain((q, qd) if tau is None else (q, qd, tau), self._np_dtype,
+                                   self._tf_dtype, self.n_dof)
+        op = "acceleration_free" if tau is None else "acceleration"
+        shift = None if regularize is None else float(regularize)
+        single = False
+        if x is not None:
+            try:
+                qdd = self._compiled_op(op, shift)(x)
+                if mechanics._all_finite(qdd.numpy()):
+                    return qdd
+            except tf.errors.InvalidArgumentError:  # TensorFlow's Cholesky (large n) refused M
+                pass
+            packed = mechanics._make_eager(x, self._tf_dtype)
+        else:
+            pairs = (("q", q), ("qd", qd)) + ((("tau", tau),) if tau is not None else ())
+            args, single, _ = self._prepare(*pairs)
+            if mechanics._is_symbolic(args[0]):
+                return self._acceleration_graph(*args, regularize=regularize)
+            packed = mechanics.pack_columns(args, self._tf_dtype)
+        # The full call: a failed Cholesky or a non-finite result is explained (raises).
+        n2 = 2 * self.n_dof
+        qdd = mechanics.call_checked(self._compiled_op(op, shift), (packed,),
+                                     lambda: self._compiled_op("mass_matrix")(packed[:, :n2]), shift)
+        return qdd[0] if single else qdd
+
+    # -- fast numpy inference (lnn.fast) ----------------------------------------------------
+    @property
+    def numpy_acceleration(self):
+        """:meth:`acceleration` in numpy, ``f(q, qd, tau=None) -> ndarray`` (the integrator's hot path).
+
+        Looking the attribute up takes a numpy snapshot of the current weights
+        (:class:`lnn.fast.FastLagrangian`: the closed-form derivatives of the
+        built-in networks, equal to :meth:`acceleration` to rounding), so a
+        call costs tens of microseconds instead of a ``tf.function`` dispatch.
+        Keep the returned function for repeated calls (``lnn.rollout`` does)
+        and look it up again after the weights change.
+
+        Returns
+        -------
+        callable
+            ``f(q, qd, tau=None)`` with ``q, qd, tau`` of shape ``(B, n)`` or
+            ``(n,)``, returning a numpy array of the same shape in the model
+            dtype; it raises :class:`lnn.fast.IndefiniteMassMatrixError` (a
+            ``ValueError`` listing the ``trajectories``) where ``M`` is not
+            positive definite.
+        """
+        return self.numpy_snapshot().acceleration
+
+    def numpy_snapshot(self):
+        """A numpy snapshot of the current weights (:class:`lnn.fast.FastLagrangian`).
+
+        It evaluates ``acceleration``, ``inverse_dynamics``, ``mass_matrix``
+        and ``energy`` in numpy (equal to the TensorFlow path to rounding) and
+        does not see later changes of the weights. ``lnn.rollout`` takes one
+        per rollout for the solver's right-hand side and the energies at the
+        samples.
+
+        Returns
+        -------
+        lnn.fast.FastLagrangian
+        """
+        from lnn.fast import FastLagrangian
+
+        return FastLagrangian.from_model(self)
+
+    def acceleration_jacobian(self, q, qd, tau=None) -> np.ndarray:
+        """Exact ``d qdd / d [q, qd]`` by autodiff, for scipy's implicit solvers.
+
+        Parameters
+        ----------
+        q, qd : array_like, shape ``(B, n)`` or ``(n,)``
+        tau : array_like, same shape, optional (held fixed)
+
+        Returns
+        -------
+        numpy.ndarray, shape ``(B, n, 2n)`` (``(n, 2n)`` for a single state), float64
+        """
+        from lnn.fast import acceleration_jacobian
+
+        return acceleration_jacobian(self, q, qd, tau)
+
+    def inverse_dynamics(self, q, qd, qdd):
+        """Inverse dynamics ``tau = M qdd + (d2L/dqd dq) qd - dL/dq + D qd``.
+
+        Parameters
+        ----------
+        q, qd, qdd : array_like or tensor, shape ``(B, n)`` or ``(n,)``
+
+        Returns
+        -------
+        tensor, shape ``(B, n)`` (``(n,)`` for a single state)
+            The generalized force that produces ``qdd``.
+        """
+        return self._dispatch("inverse_dynamics", self._inverse_dynamics_graph,
+                              ("q", "qd", "qdd"), q, qd, qdd)
+
+    def energy(self, q, qd):
+        """Energy ``E = qd . dL/dqd - L``.
+
+        Parameters
+        ----------
+        q, qd : array_like or tensor, shape ``(B, n)`` or ``(n,)``
+
+        Returns
+        -------
+        tensor, shape ``(B,)`` (scalar for a single state)
+        """
+        return self._dispatch("energy", self._energy_graph, ("q", "qd"), q, qd)
+
+    def energy_rate(self, q, qd, qdd):
+        """``dE/dt`` along ``(qd, qdd)`` by automatic differentiation.
+
+        Parameters
+        ----------
+        q, qd, qdd : array_like or tensor, shape ``(B, n)`` or ``(n,)``
+
+        Returns
+        -------
+        tensor, shape ``(B,)`` (scalar for a single state)
+        """
+        return mechanics.energy_rate(self._lagrangian, q, qd, qdd, dtype=self.dtype)
+
+    def power_balance(self, q, qd, tau=None) -> PowerBalance:
+        """Check ``dE/dt = qd . (tau - D qd)`` along the model's own accelerations.
+
+        Parameters
+        ----------
+        q, qd : array_like, shape ``(B, n)``
+        tau : array_like, shape ``(B, n)``, optional
+
+        Returns
+        -------
+        lnn.mechanics.PowerBalance
+            ``input_power`` includes the damping power ``-qd . D qd``; the
+            residual is zero up to rounding for a well-conditioned ``M``.
+        """
+        q_arr = np.atleast_2d(np.asarray(q, np.float64))
+        qd_arr = np.atleast_2d(np.asarray(qd, np.float64))
+        qdd = self.acceleration(q_arr, qd_arr, tau).numpy()
+        force = np.zeros_like(qd_arr) if tau is None else np.atleast_2d(np.asarray(tau, np.float64))
+        if self.damping:
+            force = force - qd_arr @ np.asarray(self.damping_force.matrix(), np.float64).T
+        return mechanics.power_balance(self._lagrangian, q_arr, qd_arr, qdd, force, dtype=self.dtype)
+
+    def mass_matrix_health(self, q, qd=None) -> MassMatrixHealth:
+        """Health report of ``M`` on a batch of states.
+
+        Parameters
+        ----------
+        q : array_like, shape ``(B, n)``
+        qd : array_like, shape ``(B, n)``, optional
+
+        Returns
+        -------
+        lnn.mechanics.MassMatrixHealth
+            Smallest eigenvalue, condition numbers, fraction of samples that
+            are not positive definite.
+        """
+        return mechanics.mass_matrix_health(self.mass_matrix(q, qd))
+
+    # -- Keras ------------------------------------------------------------------------------
+    def call(self, inputs):
+        """Accelerations for Keras: ``inputs = (q, qd)`` or ``(q, qd, tau)``, each ``(B, n)``.
+
+        Returns
+        -------
+        tensor, shape ``(B, n)``
+        """
+        if not isinstance(inputs, (tuple, list)) or len(inputs) not in (2, 3):
+            raise ValueError("inputs must be a tuple (q, qd) or (q, qd, tau), got "
+                             f"{type(inputs).__name__} of length "
+                             f"{len(inputs) if isinstance(inputs, (tuple, list)) else 'n/a'}")
+        dtype = tf.as_dtype(self.dtype)
+        q, qd = (tf.cast(x, dtype) for x in inputs[:2])
+        tau = tf.cast(inputs[2], dtype) if len(inputs) == 3 and inputs[2] is not None else None
+        return self._acceleration_graph(q, qd, tau)
+
+

@@ -1,0 +1,168 @@
+"""Kind ``"structured"``: ``T = 1/2 qd^T M(q) qd`` with ``M = C C^T + epsilon I`` (DeLaN, Lutter et al. 2019).
+
+``C`` is lower-triangular with a softplus diagonal, from an MLP of ``q`` (its
+``n`` first outputs the raw diagonal, the rest the strictly lower entries in
+``numpy.tril_indices(n, -1)`` order), plus a potential MLP ``V(q)``. ``M`` is
+positive definite by construction and depends on ``q`` only.
+
+TensorFlow: ``M`` directly; ``dL/dq`` by a gradient tape and the mixed term
+``(dM/dt) qd`` by forward mode along ``qd``. numpy: ``dL/dq`` is
+``d(1/2 |C^T qd|^2)/d raw`` back through the Cholesky network, and
+``(dM/dt) qd = dC (C^T qd) + C (dC^T qd)`` with ``dC`` the tangent of ``C``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+from scipy.special import expit
+
+from lnn.models.features import InputMap
+from lnn.models.mlp import MLP, NumpyNet
+from lnn.models.registry import Kind, NumpyKind, Terms, register_kind
+
+__all__ = ["Structured"]
+
+
+def tril_scatter(n: int, dtype) -> np.ndarray:
+    """``S`` with ``reshape(lower @ S, (n, n))`` placing the strictly lower entries, ``(n(n-1)/2, n^2)``."""
+    rows, cols = np.tril_indices(n, -1)
+    scatter = np.zeros((len(rows), n * n))
+    scatter[np.arange(len(rows)), rows * n + cols] = 1.0
+    return scatter.astype(dtype)
+
+
+def lower_triangular(diag_raw, lower, scatter):
+    """``C = diag(softplus(diag_raw)) + tril(lower)`` for a batch (``(B, n)``, ``(B, m)``) or one matrix."""
+    n = diag_raw.shape[-1]
+    c = tf.linalg.diag(tf.math.softplus(diag_raw))
+    if n == 1:
+        return c
+    if diag_raw.shape.rank == 1:
+        return c + tf.reshape(tf.linalg.matvec(scatter, lower, transpose_a=True), (n, n))
+    return c + tf.reshape(tf.matmul(lower, scatter), (-1, n, n))
+
+
+@register_kind
+class Structured(Kind):
+    """``M(q) = C C^T + eps I`` from a Cholesky MLP, and a potential MLP."""
+
+    name = "structured"
+    networks = ("cholesky_net", "potential_net")
+    mass_depends_on_qd = False
+    xla_jacobian = False  # the forward-mode term is left to TensorFlow's kernels
+
+    def build(self, *, n_features, seeds, options):
+        """The Cholesky MLP (``n (n + 1) / 2`` outputs) and the potential MLP."""
+        m, n, hidden = self.model, self.model.n_dof, options["hidden"]
+        common = dict(activation=options["activation"], dtype=options["dtype"])
+        m.cholesky_net = MLP(n_features, 0, hidden, n * (n + 1) // 2, seed=int(seeds[0]),
+                             name="cholesky", **common)
+        m.potential_net = MLP(n_features, 0, hidden, 1, seed=int(seeds[1]), name="potential",
+                              output_bias=False, **common)
+        self._scatter = tril_scatter(n, options["dtype"])
+
+    # -- TensorFlow ------------------------------------------------------------------
+    def _mass(self, x):
+        n = self.model.n_dof
+        raw = self.model.cholesky_net.forward(x)
+        c = lower_triangular(raw[:, :n], raw[:, n:], self._scatter)
+        m = tf.matmul(c, c, transpose_b=True)
+        return m + self.model.epsilon * tf.eye(n, dtype=m.dtype)
+
+    def kinetic(self, q, qd):
+        """``T = 1/2 qd^T M(q) qd``."""
+        mass = self._mass(self.model.features(q).x)
+        return 0.5 * tf.reduce_sum(qd * tf.linalg.matvec(mass, qd), axis=-1)
+
+    def potential(self, q):
+        """``V = MLP(x)``."""
+        return self.model.potential_net.forward(self.model.features(q).x)[:, 0]
+
+    def mass_matrix(self, q, qd):
+        """``M(q)`` (``qd`` unused)."""
+        return self._mass(self.model.features(q).x)
+
+    def energy(self, q, qd):
+        """``E = T + V``."""
+        return self.kinetic(q, qd) + self.potential(q)
+
+    def terms(self, q, qd, *, hessian, mixed, grad_q):
+        """``M`` directly, ``dL/dq`` by a tape, ``(dM/dt) qd`` by forward mode."""
+        def evaluate():
+            m = self._mass(self.model.features(q).x)
+            p = tf.linalg.matvec(m, qd)
+            return m, p, 0.5 * tf.reduce_sum(qd * p, axis=-1) - self.potential(q)
+
+        if not (mixed or grad_q):
+            m, p, value = evaluate()
+            return Terms(value, None, p, m, None)
+        with tf.autodiff.ForwardAccumulator(q, qd) as acc:
+            with tf.GradientTape() as tape:
+                tape.watch(q)
+                m, p, value = evaluate()
+            gq = tape.gradient(value, q, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        return Terms(value, gq, p, m, tf.linalg.matvec(acc.jvp(m), qd))
+
+    # -- numpy -----------------------------------------------------------------------
+    def numpy(self, fold):
+        """:class:`NumpyStructured` of the current weights."""
+        m = self.model
+        return NumpyStructured(fold(m.cholesky_net), fold(m.potential_net), float(m.epsilon),
+                               m.input_map, m.numpy_dtype, np.tril_indices(m.n_dof, -1))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class NumpyStructured(NumpyKind):
+    """numpy twin of :class:`Structured` (networks of the basis ``r``)."""
+
+    cholesky: NumpyNet
+    potential: NumpyNet
+    epsilon: float
+    inputs: InputMap
+    dtype: np.dtype
+    tril: tuple
+
+    def _factor(self, r):
+        """``(M, C, raw, slopes)`` at basis ``r``."""
+        n = self.inputs.n
+        raw, slopes, _ = self.cholesky.forward(r, None)
+        chol = np.zeros((r.shape[0], n, n), dtype=self.dtype)
+        diag = np.arange(n)
+        chol[:, diag, diag] = np.logaddexp(raw[:, :n], 0.0)
+        chol[:, self.tril[0], self.tril[1]] = raw[:, n:]
+        mass = chol @ chol.transpose(0, 2, 1) + self.epsilon * np.eye(n, dtype=self.dtype)
+        return mass, chol, raw, slopes
+
+    def mass_matrix(self, q, qd, basis):
+        """``M(q)``."""
+        return self._factor(basis[0])[0]
+
+    def dynamics(self, q, qd, basis):
+        """``M`` and ``dL/dq - (dM/dt) qd``."""
+        n = self.inputs.n
+        r, s, c = basis
+        mass, chol, raw, slopes = self._factor(r)
+        sig = expit(raw[:, :n])
+        w = np.einsum("bji,bj->bi", chol, qd)  # C^T qd
+        # dL/dq: d(1/2 |C^T qd|^2)/d raw, back through the Cholesky net, minus dV/dq.
+        adjoint = np.concatenate([qd * w * sig, qd[:, self.tril[0]] * w[:, self.tril[1]]], axis=1)
+        grad_r = self.cholesky.backward(slopes, adjoint)[1] @ self.cholesky.w_r.T
+        grad_r = grad_r - self.potential.gradient_r(r)
+        # (dM/dt) qd = dC (C^T qd) + C (dC^T qd), dC the tangent of C along qd.
+        d_raw = self.cholesky.tangent(slopes, self.inputs.tangent_np(qd, s, c) @ self.cholesky.w_r)
+        d_chol = np.zeros_like(chol)
+        diag = np.arange(n)
+        d_chol[:, diag, diag] = sig * d_raw[:, :n]
+        d_chol[:, self.tril[0], self.tril[1]] = d_raw[:, n:]
+        mixed = (np.einsum("bij,bj->bi", d_chol, w)
+                 + np.einsum("bij,bj->bi", chol, np.einsum("bji,bj->bi", d_chol, qd)))
+        return mass, self.inputs.pullback_np(grad_r, s, c) - mixed
+
+    def energy(self, q, qd, basis):
+        """``E = 1/2 qd^T M qd + V``."""
+        r = basis[0]
+        energy = 0.5 * np.einsum("bi,bij,bj->b", qd, self._factor(r)[0], qd)
+        return energy + self.potential.forward(r, None, curvature=False)[0][:, 0]
