@@ -161,9 +161,12 @@ class FastLagrangian:
 
     def _dynamics(self, q, qd):
         """``M (B, n, n)`` and ``dL/dq - (d2L/dqd dq) qd (B, n)``."""
-        if self.mechanics is None:  # a kind without a numpy twin: its TensorFlow mathematics
-            mass, rhs = self.model.euler_lagrange(q, qd)
-            return np.asarray(mass), np.asarray(rhs)
+        if self.mechanics is None:  # a kind without a numpy twin: the model's compiled calls
+            mass = np.asarray(self.model.mass_matrix(q, qd))
+            rhs = -np.asarray(self.model.inverse_dynamics(q, qd, np.zeros_like(q)))
+            if self.damping is not None:  # inverse_dynamics includes + D qd: take it out
+                rhs = rhs + qd @ self.damping.T
+            return mass, rhs
         return self.mechanics.dynamics(q, qd, self.inputs.basis_np(q))
 
     def acceleration(self, q, qd, tau=None) -> np.ndarray:
