@@ -1,0 +1,216 @@
+""":func:`fit`: the training loop over the parts of :mod:`lnn.train`."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from lnn.train import _data, _model, _options
+from lnn.train._callbacks import Callbacks
+from lnn.train._checkpoints import Best, Checkpoints
+from lnn.train._clock import Clock
+from lnn.train._history import History, Record
+from lnn.train._logs import EpochLogs
+from lnn.train._loop import EpochLoop
+from lnn.train._steps import build_trainer, make_optimizer
+
+__all__ = ["fit"]
+
+
+def fit(
+    model,
+    dataset,
+    *,
+    loss="acceleration",
+    epochs: int = 100,
+    batch_size: int = 512,
+    learning_rate: float = 3e-3,
+    validation=0.1,
+    seed: int = 0,
+    time_limit: float | None = None,
+    callbacks: Sequence[Callable[[int, dict], Any]] = (),
+    checkpoint_dir=None,
+    strategy: tf.distribute.Strategy | None = None,
+    progress: Callable[..., None] | None = None,
+    schedule: str = "cosine",
+    final_learning_rate: float = 1e-2,
+    warmup: float = 0.02,
+    clipnorm: float | None = 10.0,
+    patience: int | None = None,
+    min_delta: float = 0.0,
+    horizon: int = 5,
+    initialization: str | None = None,
+    adapt: bool = True,
+    shuffle: bool = True,
+    restore_best: bool = True,
+    tensorboard_dir=None,
+    csv_log=None,
+    xla: bool | None = None,
+) -> History:
+    """Train a dynamics model on a dataset of states, accelerations and torques.
+
+    Parameters
+    ----------
+    model : keras.Model
+        ``model((q, qd, tau)) -> qdd`` for batches of shape ``(B, n)``; a
+        :class:`lnn.LagrangianNetwork` or any Keras model with that call
+        (see :mod:`lnn.train` for what each loss needs).
+    dataset : lnn.Dataset
+        Training data: ``q, qd, qdd, tau`` of shape ``(N, n)``, trajectory ids
+        ``(N,)`` and times ``t (N,)`` (the rollout loss needs the last two).
+    loss : str or dict of str to float, keyword-only
+        A term name or ``{term: weight}``; terms ``"acceleration"`` (=
+        ``"acceleration-l2"``), ``"acceleration-l1"``, ``"torque"`` (=
+        ``"inverse-dynamics"``), ``"energy"`` (= ``"power"``), ``"rollout"``
+        (:data:`lnn.train.LOSSES`).
+    epochs : int, keyword-only
+        Number of passes over the training data.
+    batch_size : int, keyword-only
+        Global batch size (split over the replicas of ``strategy``).
+    learning_rate : float, keyword-only
+        Peak learning rate of Adam.
+    validation : lnn.Dataset, float or None, keyword-only
+        Validation data, a fraction of the trajectories of ``dataset`` to hold
+        out (``dataset.split``), or None.
+    seed : int, keyword-only
+        Seed of the data split, the shuffling and ``initialization``.
+    time_limit : float, optional, keyword-only
+        Wall-time budget in seconds: training stops cleanly before exceeding
+        it. The learning-rate schedule then follows the larger of the epoch
+        and the time fraction, so that it decays within the budget.
+    callbacks : sequence of callable or keras.callbacks.Callback, keyword-only
+        A callable is called as ``callback(epoch, logs)`` after every epoch
+        with the epoch's row of :meth:`History.as_rows`; returning True stops
+        training. A ``keras.callbacks.Callback`` (``EarlyStopping``,
+        ``CSVLogger``, ``ModelCheckpoint``, ``BackupAndRestore``,
+        ``TerminateOnNaN``, ``TensorBoard``) gets the calls of Keras's
+        ``Model.fit``; its logs hold the row's columns but ``epoch``, and
+        ``loss`` / ``val_loss`` (the totals; monitor other columns with
+        ``mode="min"``), ``model.optimizer`` is fit's optimizer, and setting
+        ``model.stop_training`` stops training after the batch or epoch.
+        ``LearningRateScheduler`` and ``ReduceLROnPlateau`` are refused (the
+        ``schedule`` sets the learning rate).
+    checkpoint_dir : str or Path, optional, keyword-only
+        Save ``tf.train.Checkpoint`` s (model, optimizer, epoch, seed, history)
+        every epoch, and resume from the latest one when it exists: a resumed
+        run reproduces an uninterrupted one bit for bit (without a
+        ``time_limit``, whose schedule depends on wall time).
+    strategy : tf.distribute.Strategy, optional, keyword-only
+        Distribute the batches over its replicas; the model must have been
+        created inside ``strategy.scope()``.
+    progress : callable, optional, keyword-only
+        ``progress(done, total, message)`` with epochs done (fractional) out
+        of ``epochs`` and the latest losses; under a ``time_limit`` that
+        ends the run sooner, ``done / total`` is the elapsed fraction of it
+        (so a progress bar's time left is right either way).
+    schedule : {"cosine", "exponential", "constant"}, keyword-only
+        Learning-rate schedule over the run (after a linear warm-up).
+    final_learning_rate : float, keyword-only
+        Final learning rate as a fraction of ``learning_rate``.
+    warmup : float, keyword-only
+        Fraction of the run spent warming the learning rate up from 10 %.
+    clipnorm : float or None, keyword-only
+        Clip the global gradient norm to this value.
+    patience : int, optional, keyword-only
+        Stop when the monitored loss has not improved for this many epochs.
+    min_delta : float, keyword-only
+        An epoch improves on the best one when its monitored loss is lower by
+        more than this.
+    horizon : int, keyword-only
+        Steps of the rollout loss.
+    initialization : {None, "cranmer"}, keyword-only
+        Re-initialise the model's MLPs (:func:`cranmer_initialization`).
+    adapt : bool, keyword-only
+        Call ``model.adapt(q, qd, qdd)`` on the training data (input scaling
+        stored in the model) when the model has it.
+    shuffle : bool, keyword-only
+        Shuffle the samples every epoch.
+    restore_best : bool, keyword-only
+        Return the model with the weights of the best epoch.
+    tensorboard_dir : str or Path, optional, keyword-only
+        Write the epoch scalars for TensorBoard there.
+    csv_log : str or Path, optional, keyword-only
+        Write one CSV row per epoch there (appended when resuming; an existing
+        file is otherwise refused).
+    xla : bool, optional, keyword-only
+        Compile the loss and its gradient with XLA (``jit_compile=True``).
+        Default: on for ``"kinetic-potential"`` :class:`lnn.LagrangianNetwork`
+        models with ``xla=True`` (the defaults; 1.3-1.6x faster steps after a
+        few seconds of compilation) unless the loss has a rollout term; the
+        optimizer update runs outside XLA either way.
+
+    Returns
+    -------
+    History
+
+    Raises
+    ------
+    TrainingDivergedError
+        When a batch gives a non-finite loss or gradient (the model keeps the
+        weights before that batch).
+    ValueError, TypeError
+        For bad arguments, naming the argument and the value received.
+    """
+    options = _options.check(
+        loss=loss, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
+        time_limit=time_limit, clipnorm=clipnorm, patience=patience, horizon=horizon,
+        min_delta=min_delta, schedule=schedule, final_learning_rate=final_learning_rate,
+        warmup=warmup, initialization=initialization)
+    _model.require_callable(model)
+    clock = Clock(time_limit=options.time_limit, epochs=options.epochs)
+    data = _data.prepare(dataset, validation, seed=seed, horizon=options.horizon,
+                         rollout=options.rollout)
+    strategy, dtype = _model.prepare(model, data, strategy=strategy, adapt=adapt,
+                                     initialization=initialization, seed=seed)
+    pipeline = _data.Pipeline(data, batch_size=options.batch_size, dtype=dtype, strategy=strategy)
+    optimizer = make_optimizer(model, strategy, learning_rate=options.schedule.base,
+                               clipnorm=options.clipnorm)
+    trainer = build_trainer(model, options.weights, data=data, signature=pipeline.element_spec,
+                            optimizer=optimizer, strategy=strategy, dtype=dtype, xla=xla)
+    record = Record(trainer.terms, validation=data.validation is not None)
+    best = Best(min_delta=options.min_delta)
+    saver = None if checkpoint_dir is None else Checkpoints(
+        checkpoint_dir, model=model, optimizer=optimizer, seed=seed, strategy=strategy)
+    first = saver.resume(record, best, restore_best=restore_best) if saver is not None else 0
+    clock.offset = record.elapsed
+    validation_batches = pipeline.validation()
+    hooks = Callbacks(callbacks, model=model, optimizer=optimizer, epochs=options.epochs,
+                      steps=pipeline.steps_per_epoch)
+    loop = EpochLoop(trainer, pipeline, optimizer=optimizer, schedule=options.schedule, clock=clock,
+                     callbacks=hooks, progress=progress, epochs=options.epochs, shuffle=shuffle,
+                     seed=seed)
+    stopped = "epochs"
+    with EpochLogs(csv_log=csv_log, tensorboard_dir=tensorboard_dir, resume=len(record) > 0) as logs, \
+            hooks:
+        first = hooks.train_begin(first)
+        for epoch in range(first, options.epochs):
+            if not clock.room_for_epoch():
+                stopped = "time_limit"
+                break
+            clock.start_epoch()
+            hooks.epoch_begin(epoch)
+            means, cut = loop.run(epoch, record.message(epoch))
+            val_means = trainer.eval_sums(validation_batches) if validation_batches is not None else None
+            row = record.add(epoch, lr=float(np.asarray(optimizer.learning_rate)), time=clock.stamp(),
+                             train=means, validation=val_means)
+            improved = best.update(epoch, (val_means or means)["total"], model)
+            if saver is not None:
+                saver.save(epoch, record, best, improved=improved)
+            logs.write(row)
+            if progress is not None:
+                progress(clock.done(epoch + 1), options.epochs, record.message(epoch))
+            clock.end_epoch(first=epoch == first)
+            stop = hooks.epoch_end(epoch, row)  # every callback sees every epoch
+            cut = cut or ("callback" if stop else None)
+            if cut is None and options.patience is not None and best.since >= options.patience:
+                cut = "early_stopping"
+            if cut is not None:
+                stopped = cut
+                break
+        if restore_best:
+            best.restore(model)
+        hooks.train_end()
+    return record.history(best_epoch=best.epoch, best_loss=best.loss, stopped_reason=stopped,
+                          traces=trainer.traces, weights=options.weights)
