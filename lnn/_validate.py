@@ -40,20 +40,25 @@ def positive(name: str, value, *, integer: bool = False, allow_none: bool = Fals
 
     Raises
     ------
-    TypeError
-        Not a number (bools are not numbers here), or not an integer when one is required.
     ValueError
-        Not finite, or not positive.
+        ``"<name> must be a positive integer; got <value>"`` for a whole number
+        that is not one (bools included), ``"<name> must be a finite number > 0;
+        got <value>"`` for a number that is not positive and finite.
+    TypeError
+        A value that is not a number at all (for ``integer=False``).
     """
     if value is None and allow_none:
         return None
-    kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, kinds):
-        what = "a positive integer" if integer else "a positive number"
-        raise TypeError(f"{name} must be {what}, got {type(value).__name__} {value!r}")
+    if integer:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
+                or value < 1:
+            raise ValueError(f"{name} must be a positive integer; got {value!r}")
+        return int(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
     if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be positive and finite, got {value!r}")
-    return int(value) if integer else float(value)
+        raise ValueError(f"{name} must be a finite number > 0; got {value!r}")
+    return float(value)
 
 
 def float_dtype(value, name: str = "dtype") -> str:

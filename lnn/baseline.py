@@ -16,7 +16,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from lnn.mechanics import fast_caller
+from lnn import _validate
+
+from lnn._runtime import fast_caller
 
 __all__ = ["AccelerationMLP"]
 
@@ -50,8 +52,7 @@ class AccelerationMLP(keras.Model):
 
     def __init__(self, n_dof: int, *, hidden=(256, 256), activation: str = "softplus",
                  angular=None, dtype="float32", seed=None, **kwargs):
-        if isinstance(n_dof, bool) or not isinstance(n_dof, (int, np.integer)) or n_dof < 1:
-            raise ValueError(f"n_dof must be a positive integer, got {n_dof!r}")
+        n_dof = _validate.positive("n_dof", n_dof, integer=True)
         hidden = tuple(int(h) for h in hidden)
         if not hidden or min(hidden) < 1:
             raise ValueError(f"hidden must be a non-empty tuple of positive widths, got {hidden!r}")
@@ -111,10 +112,7 @@ class AccelerationMLP(keras.Model):
         tau : array_like, shape ``(N, n)``, optional
             Sample torques: the torque input scale.
         """
-        def std(x):
-            s = np.std(np.asarray(x, dtype=np.float64), axis=0)
-            return np.where(s > 1e-12, s, 1.0)
-
+        std = _validate.spread
         q = np.asarray(q, dtype=np.float64)
         mask = np.asarray(self._angular)
         self.q_mean.assign(np.where(mask, 0.0, q.mean(axis=0)))
@@ -143,14 +141,7 @@ class AccelerationMLP(keras.Model):
         return self.output_layer(h) * self.qdd_std
 
     def _check(self, name: str, value) -> np.ndarray:
-        array = np.asarray(value, dtype=np.float64)
-        if array.ndim == 1:
-            array = array[None, :]
-        if array.ndim != 2 or array.shape[-1] != self.n_dof:
-            raise ValueError(f"{name} must have shape (B, {self.n_dof}), got shape {np.shape(value)}")
-        if not np.all(np.isfinite(array)):
-            raise ValueError(f"{name} contains NaN or inf")
-        return array
+        return _validate.state(name, value, self.n_dof)[0]
 
     def acceleration(self, q, qd, tau=None):
         """Predicted ``qdd`` as a tensor, shape ``(B, n)``.

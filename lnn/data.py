@@ -24,6 +24,7 @@ from typing import Callable
 
 import numpy as np
 
+from lnn import _validate
 from lnn.integrate import rollout
 from lnn.trajectory import Trajectory
 
@@ -445,9 +446,10 @@ class DatasetSplit:
 def _time_grid(duration, dt) -> np.ndarray:
     """The sample times ``0, dt, ..., T dt`` with ``T = round(duration / dt) >= 1``."""
     for name, value in (("duration", duration), ("dt", dt)):
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-                or not (math.isfinite(value) and value > 0):
-            raise ValueError(f"{name} must be a finite number > 0; got {value!r}")
+        try:
+            _validate.positive(name, value)
+        except TypeError as exc:  # the grid's arguments: a ValueError either way
+            raise ValueError(f"{name} must be a finite number > 0; got {value!r}") from exc
     steps = int(round(duration / dt))
     if steps < 1:
         raise ValueError(f"duration must be at least dt; got duration={duration!r}, dt={dt!r}")
@@ -525,8 +527,8 @@ def generate(system, *, n_trajectories: int, duration: float, dt: float, seed: i
     lnn.integrate.IntegrationError
         If a rollout fails.
     """
-    B = _positive_int(n_trajectories, "n_trajectories")
-    batch_size = _positive_int(batch_size, "batch_size")
+    B = _validate.positive("n_trajectories", n_trajectories, integer=True)
+    batch_size = _validate.positive("batch_size", batch_size, integer=True)
     t = _time_grid(duration, dt)
     if not hasattr(system, "sample_state"):
         raise TypeError(f"system must have sample_state(n, rng=...); {type(system).__name__} has not")
@@ -650,8 +652,8 @@ def excitation_trajectories(system, *, n_trajectories: int, duration: float, dt:
     ValueError, TypeError
         For invalid arguments (named in the message).
     """
-    B = _positive_int(n_trajectories, "n_trajectories")
-    batch_size = _positive_int(batch_size, "batch_size")
+    B = _validate.positive("n_trajectories", n_trajectories, integer=True)
+    batch_size = _validate.positive("batch_size", batch_size, integer=True)
     t = _time_grid(duration, dt)
     if not isinstance(margin, (int, float, np.integer, np.floating)) or isinstance(margin, bool) \
             or not 0.0 <= float(margin) < 0.5:
@@ -803,9 +805,9 @@ class Sinusoids:
         -------
         Sinusoids
         """
-        B = _positive_int(n_trajectories, "n_trajectories")
-        n = _positive_int(n_dof, "n_dof")
-        K = _positive_int(n_components, "n_components")
+        B = _validate.positive("n_trajectories", n_trajectories, integer=True)
+        n = _validate.positive("n_dof", n_dof, integer=True)
+        K = _validate.positive("n_components", n_components, integer=True)
         amplitude = np.broadcast_to(np.asarray(amplitude, dtype=np.float64), (n,)) \
             if np.ndim(amplitude) in (0, 1) and np.size(amplitude) in (1, n) else None
         if amplitude is None or not np.isfinite(amplitude).all() or (amplitude < 0).any():
@@ -937,12 +939,12 @@ def estimate_derivatives(t, q, *, method: str = "savgol", window: int | None = N
     if method == "savgol":
         if smoothing is not None:
             raise ValueError("smoothing applies to method='spline'; use window and order for 'savgol'")
-        order = 4 if order is None else _positive_int(order, "order")
+        order = 4 if order is None else _validate.positive("order", order, integer=True)
         if order < 2:
             raise ValueError(f"order must be >= 2 to estimate qdd; got {order}")
         if window is None:
             window = min(11, T if T % 2 else T - 1)
-        window = _positive_int(window, "window")
+        window = _validate.positive("window", window, integer=True)
         if window % 2 == 0 or window <= order or window > T:
             raise ValueError(
                 f"window must be odd, > order ({order}) and <= T ({T}) samples; got {window}"
@@ -981,12 +983,6 @@ def _float_array(value, name: str) -> np.ndarray:
         return np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{name} must be an array of real numbers; got {type(value).__name__}") from exc
-
-
-def _positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer; got {value!r}")
-    return int(value)
 
 
 def _groups(ids: np.ndarray) -> list[tuple[int, np.ndarray]]:

@@ -38,6 +38,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from lnn import _validate
+
 from lnn.trajectory import Trajectory
 
 __all__ = [
@@ -59,22 +61,9 @@ __all__ = [
 ]
 
 
-def _array(value: Any, name: str) -> np.ndarray:
-    """Convert ``value`` (array or tensor) to a float64 numpy array."""
-    if hasattr(value, "numpy") and not isinstance(value, np.ndarray):
-        value = value.numpy()
-    try:
-        array = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a numeric array, got {type(value).__name__}") from exc
-    return array
-
-
-def _same_shape(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str, *, min_ndim: int = 1) -> None:
-    if a.shape != b.shape:
-        raise ValueError(f"{name_a} and {name_b} must have the same shape, got {a.shape} and {b.shape}")
-    if a.ndim < min_ndim:
-        raise ValueError(f"{name_a} must have at least {min_ndim} dimension(s), got shape {a.shape}")
+# Input checks shared by the package (lnn._validate).
+_array = _validate.numeric_array
+_same_shape = _validate.same_shape
 
 
 # --------------------------------------------------------------------------- results

@@ -121,33 +121,36 @@ class InputMap:
 
     def basis_np(self, q):
         """``(r (B, R), sin q_ang, cos q_ang)`` (the trigonometric parts None without angles)."""
-        if self.ang.size == 0:
-            return q, None, None
-        qa = q[:, self.ang] if self.lin.size else q
-        s, c = np.sin(qa), np.cos(qa)
-        parts = ([q[:, self.lin]] if self.lin.size else []) + [s, c]
-        return np.concatenate(parts, axis=1), s, c
+        return self._basis(q, _NUMPY)
 
     def tangent_np(self, u, s, c):
         """``(dr/dq) u``, shape ``(B, R)``."""
-        if s is None:
-            return u
-        ua = u[:, self.ang] if self.lin.size else u
-        parts = ([u[:, self.lin]] if self.lin.size else []) + [c * ua, -s * ua]
-        return np.concatenate(parts, axis=1)
+        return self._tangent(u, s, c, _NUMPY)
 
     def pullback_np(self, g, s, c):
         """``g @ dr/dq`` for ``g (B, R)``: the gradient in ``q``, ``(B, n)``."""
+        return self._pullback(g, s, c, _NUMPY)
+
+    # -- both backends: ``ops`` is _NUMPY or _TENSORFLOW ------------------------------
+    def _basis(self, q, ops):
+        if self.ang.size == 0:
+            return q, None, None
+        qa = ops.take(q, self.ang) if self.lin.size else q
+        s, c = ops.sin(qa), ops.cos(qa)
+        return ops.concat(([ops.take(q, self.lin)] if self.lin.size else []) + [s, c]), s, c
+
+    def _tangent(self, u, s, c, ops):
+        if s is None:
+            return u
+        ua = ops.take(u, self.ang) if self.lin.size else u
+        return ops.concat(([ops.take(u, self.lin)] if self.lin.size else []) + [c * ua, -s * ua])
+
+    def _pullback(self, g, s, c, ops):
         if s is None:
             return g
         n_lin, n_ang = self.lin.size, self.ang.size
         g_ang = c * g[:, n_lin:n_lin + n_ang] - s * g[:, n_lin + n_ang:]
-        if not n_lin:
-            return g_ang
-        out = np.empty((g.shape[0], self.n), dtype=g.dtype)
-        out[:, self.lin] = g[:, :n_lin]
-        out[:, self.ang] = g_ang
-        return out
+        return ops.reorder(self, g[:, :n_lin], g_ang) if n_lin else g_ang
 
     # -- TensorFlow --------------------------------------------------------------------
     def affine_tf(self, q_mean, q_std):
@@ -163,30 +166,42 @@ class InputMap:
 
     def basis_tf(self, q):
         """``(r, sin q_ang, cos q_ang)`` of a tensor ``q (B, n)``."""
-        if self.ang.size == 0:
-            return q, None, None
-        qa = tf.gather(q, self.ang, axis=1) if self.lin.size else q
-        s, c = tf.sin(qa), tf.cos(qa)
-        parts = ([tf.gather(q, self.lin, axis=1)] if self.lin.size else []) + [s, c]
-        return tf.concat(parts, axis=1), s, c
+        return self._basis(q, _TENSORFLOW)
 
     def tangent_tf(self, u, s, c):
         """``(dr/dq) u`` of a tensor ``u (B, n)``."""
-        if s is None:
-            return u
-        ua = tf.gather(u, self.ang, axis=1) if self.lin.size else u
-        parts = ([tf.gather(u, self.lin, axis=1)] if self.lin.size else []) + [c * ua, -s * ua]
-        return tf.concat(parts, axis=1)
+        return self._tangent(u, s, c, _TENSORFLOW)
 
     def pullback_tf(self, g, s, c):
         """``g @ dr/dq`` of a tensor ``g (B, R)``, shape ``(B, n)``."""
-        if s is None:
-            return g
-        n_lin, n_ang = self.lin.size, self.ang.size
-        g_ang = c * g[:, n_lin:n_lin + n_ang] - s * g[:, n_lin + n_ang:]
-        if not n_lin:
-            return g_ang
-        return tf.matmul(tf.concat([g[:, :n_lin], g_ang], axis=1), self.order)
+        return self._pullback(g, s, c, _TENSORFLOW)
+
+
+def _reorder_np(inputs, g_lin, g_ang):
+    out = np.empty((g_lin.shape[0], inputs.n), dtype=g_lin.dtype)
+    out[:, inputs.lin] = g_lin
+    out[:, inputs.ang] = g_ang
+    return out
+
+
+def _reorder_tf(inputs, g_lin, g_ang):
+    return tf.matmul(tf.concat([g_lin, g_ang], axis=1), inputs.order)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ops:
+    """The few array operations the input map needs, per backend."""
+
+    take: object  # (x (B, n), indices) -> x[:, indices]
+    concat: object  # list of (B, k) -> (B, sum k)
+    sin: object
+    cos: object
+    reorder: object  # (inputs, g_lin, g_ang) -> gradient in coordinate order
+
+
+_NUMPY = _Ops(lambda x, i: x[:, i], lambda xs: np.concatenate(xs, axis=1), np.sin, np.cos, _reorder_np)
+_TENSORFLOW = _Ops(lambda x, i: tf.gather(x, i, axis=1), lambda xs: tf.concat(xs, axis=1), tf.sin,
+                   tf.cos, _reorder_tf)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

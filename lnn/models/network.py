@@ -140,9 +140,7 @@ class LagrangianNetwork(keras.Model):
                  convex: bool = False, epsilon: float = 1e-4, dtype: str = "float32",
                  seed: int | None = None, convex_init: bool | None = None, xla: bool = True,
                  name: str | None = None, **kwargs) -> None:
-        if isinstance(n_dof, bool) or not isinstance(n_dof, (int, np.integer)) or n_dof < 1:
-            raise ValueError(f"n_dof must be a positive integer, got {n_dof!r}")
-        n_dof = int(n_dof)
+        n_dof = _validate.positive("n_dof", n_dof, integer=True)
         kind_cls, convex_init = _check_options(kind, activation, convex, convex_init, epsilon)
         hidden = _hidden_widths(hidden)
         angular = _angular_flags(angular, n_dof)

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from lnn import _validate
+
 from lnn.plot import _checks
 from lnn.plot._style import (COLUMN_WIDTH, LEARNED_COLOR, TRUE_COLOR, writable_path,
                              new_figure, style)
@@ -118,8 +120,7 @@ def animate(system, true: Trajectory, learned: Trajectory | None = None, *, inde
     dt = float(np.median(np.diff(true.t))) if true.t.size > 1 else 1.0
     if stride is None:
         stride = max(1, int(round(1.0 / (fps * dt))))
-    if not isinstance(stride, (int, np.integer)) or stride < 1:
-        raise ValueError(f"stride must be a positive integer, got {stride!r}")
+    _validate.positive("stride", stride, integer=True)
     frames = np.arange(0, true.t.size, int(stride))
     points = {"true": _positions(system, true.q[index][frames], "true")}
     if learned is not None:
@@ -230,8 +231,7 @@ def save_animation(animation: Animation, path, *, overwrite: bool = False,
     suffix = path.suffix.lower()
     if suffix not in ANIMATION_SUFFIXES:
         raise ValueError(f"path must end in one of {', '.join(ANIMATION_SUFFIXES)}, got {str(path)!r}")
-    if not isinstance(dpi, (int, np.integer)) or dpi <= 0:
-        raise ValueError(f"dpi must be a positive integer, got {dpi!r}")
+    _validate.positive("dpi", dpi, integer=True)
     writable_path(path, overwrite=overwrite)
     if suffix == ".gif":
         writer = manimation.PillowWriter(fps=animation.fps)

@@ -15,6 +15,8 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from lnn import _validate
+
 __all__ = ["PALETTE", "TRUE_COLOR", "LEARNED_COLOR", "COLUMN_WIDTH", "PAGE_WIDTH",
            "style", "save", "new_figure"]
 
@@ -191,8 +193,7 @@ def save(fig, path, *, overwrite: bool = False, dpi: int = RASTER_DPI) -> Path:
         raise ValueError(
             f"path must end in one of {', '.join(FIGURE_SUFFIXES)}, got {str(path)!r}"
         )
-    if not isinstance(dpi, (int, np.integer)) or dpi <= 0:
-        raise ValueError(f"dpi must be a positive integer, got {dpi!r}")
+    _validate.positive("dpi", dpi, integer=True)
     writable_path(path, overwrite=overwrite)
     with style():
         fig.savefig(path, format=suffix[1:], dpi=int(dpi), metadata=_metadata(suffix))
