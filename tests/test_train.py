@@ -209,7 +209,7 @@ def test_bad_arguments_are_named():
     data = _pendulum_data(64)
     with pytest.raises(ValueError, match="unknown loss term 'acceleration-l3'"):
         fit(_model(), data, loss="acceleration-l3")
-    with pytest.raises(ValueError, match="batch_size must be positive"):
+    with pytest.raises(ValueError, match="batch_size must be a positive integer"):
         fit(_model(), data, batch_size=0)
     with pytest.raises(ValueError, match="validation fraction"):
         fit(_model(), data, validation=1.5)
