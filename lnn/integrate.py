@@ -24,12 +24,16 @@ differences and linear algebra stay linear in ``B``.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 import scipy.sparse
 from scipy.integrate import solve_ivp
 
+from lnn import _validate
+from lnn._grid import time_grid
+from lnn._torque import NumpyTorque, check_interpolation
 from lnn.trajectory import Trajectory
 
 __all__ = ["METHODS", "IMPLICIT_METHODS", "IntegrationError", "rollout", "odeint", "default_tolerances"]
@@ -38,7 +42,6 @@ __all__ = ["METHODS", "IMPLICIT_METHODS", "IntegrationError", "rollout", "odeint
 METHODS = ("RK23", "RK45", "DOP853", "Radau", "BDF", "LSODA")
 #: The methods that use a Jacobian of the vector field.
 IMPLICIT_METHODS = ("Radau", "BDF", "LSODA")
-_TAU_INTERPOLATIONS = ("linear", "hold")
 #: Progress is reported at most this often, as a fraction of the time span.
 _PROGRESS_STEP = 0.01
 
@@ -84,9 +87,11 @@ def rollout(system, q0, qd0, t, *, tau=None, tau_interpolation: str = "linear",
         to ``t[-1]`` and the solution is evaluated at every ``t`` (the
         solver's own steps are independent of this grid).
     tau : None, array_like or callable, optional
-        Generalized forces. ``None``: unforced. An array of shape ``(T, n)``
-        (the same for every trajectory) or ``(B, T, n)`` sampled on ``t`` and
-        interpolated between samples according to ``tau_interpolation``. A
+        Generalized forces (the rule of :mod:`lnn._torque`, shared with
+        :func:`odeint`). ``None``: unforced. An array of shape ``(T, n)``
+        (the same for every trajectory), ``(1, T, n)`` or ``(B, T, n)``
+        sampled on ``t`` and interpolated between samples according to
+        ``tau_interpolation``. A
         callable ``tau(t, q, qd) -> (B, n)`` (a controller) with ``t`` a float
         and ``q, qd`` of shape ``(B, n)``.
     tau_interpolation : {"linear", "hold"}, optional
@@ -126,7 +131,8 @@ def rollout(system, q0, qd0, t, *, tau=None, tau_interpolation: str = "linear",
     ------
     ValueError
         For an unknown ``method`` or ``tau_interpolation``, shapes that do not
-        match ``system.n_dof``, non-finite inputs or non-increasing ``t``.
+        match ``system.n_dof``, non-finite inputs, non-increasing ``t`` or
+        tolerances (``rtol``, ``atol``, ``max_step``) that are not positive.
     TypeError
         If ``system`` lacks ``n_dof`` or ``acceleration``, or ``tau`` is of an
         unsupported type.
@@ -140,99 +146,12 @@ def rollout(system, q0, qd0, t, *, tau=None, tau_interpolation: str = "linear",
         the indices of its ``trajectories`` attribute, when it has one, are
         kept; the original exception is the ``__cause__``.
     """
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
-    if tau_interpolation not in _TAU_INTERPOLATIONS:
-        raise ValueError(
-            f"tau_interpolation must be one of {_TAU_INTERPOLATIONS}; got {tau_interpolation!r}"
-        )
-    n = _check_system(system)
-    q0 = _state_array(q0, "q0", n)
-    qd0 = _state_array(qd0, "qd0", n)
-    if q0.shape != qd0.shape:
-        raise ValueError(f"q0 and qd0 must have the same shape; got {q0.shape} and {qd0.shape}")
-    B = q0.shape[0]
-    t = _time_grid(t)
-    default_rtol, default_atol = default_tolerances(system)
-    rtol = default_rtol if rtol is None else rtol
-    atol = default_atol if atol is None else atol
-    for name, value in (("rtol", rtol), ("atol", atol), ("max_step", max_step)):
-        if not value > 0:
-            raise ValueError(f"{name} must be positive; got {value!r}")
-    torque = _Torque(tau, t, B, n, tau_interpolation)
-    take_snapshot = getattr(system, "numpy_snapshot", None)
-    snapshot = take_snapshot() if take_snapshot is not None else None  # once per rollout
-    acceleration = _acceleration_function(system, snapshot)
-
-    t0, t_end = float(t[0]), float(t[-1])
-    span = t_end - t0
-    status = {"t": t0, "next_report": t0}
-
-    def rhs(time, y):
-        Y = y.reshape(B, 2 * n)
-        q, qd = Y[:, :n], Y[:, n:]
-        tau_now = torque(time, q, qd)
-        try:
-            qdd = acceleration(q, qd, tau_now)
-        except (ArithmeticError, ValueError) as exc:  # LinAlgError is a ValueError
-            _check_finite(time, Y, method)  # a non-finite state is the better explanation
-            raise IntegrationError(
-                f"the system's acceleration failed at t = {time:.6g} s ({method}): {exc}",
-                time=time, trajectories=getattr(exc, "trajectories", ()),
-            ) from exc
-        dy = np.concatenate((qd, qdd), axis=1).ravel()
-        # One dot product is the cheap test for NaN/inf (in qd or qdd); rows are inspected
-        # only when it fails. A finite step of finite derivatives keeps q finite.
-        if not math.isfinite(dy @ dy):
-            _check_finite(time, np.concatenate((Y, qdd), axis=1), method)
-        if time > status["t"]:
-            status["t"] = time
-            if progress is not None and time >= status["next_report"]:
-                progress(time - t0, span)
-                status["next_report"] = time + _PROGRESS_STEP * span
-        return dy
-
-    y0 = np.concatenate([q0, qd0], axis=1).ravel()
-    if t.shape[0] == 1:
-        Y = y0.reshape(B, 1, 2 * n)
-        nfev, extra = 0, {}
-    else:
-        options = _jacobian_options(system, method, B, n, torque)
-        sol = solve_ivp(rhs, (t0, t_end), y0, method=method, t_eval=t, rtol=rtol, atol=atol,
-                        max_step=max_step, **options)
-        if sol.status != 0 or sol.y.shape[1] != t.shape[0]:
-            raise IntegrationError(
-                f"solve_ivp ({method}) failed at t = {status['t']:.6g} s of "
-                f"[{t0:.6g}, {t_end:.6g}] s: {sol.message}",
-                time=status["t"],
-            )
-        # scipy's (2nB, T) layout -> (B, T, 2n), once.
-        Y = sol.y.T.reshape(t.shape[0], B, 2 * n).transpose(1, 0, 2)
-        nfev, extra = int(sol.nfev), {"njev": int(sol.njev), "nlu": int(sol.nlu)}
-    if progress is not None:
-        progress(span, span)
-    q = np.ascontiguousarray(Y[..., :n])
-    qd = np.ascontiguousarray(Y[..., n:])
-    tau_samples = torque.at_samples(q, qd)
-    flat = (B * t.shape[0], n)
-    q_flat, qd_flat = q.reshape(flat), qd.reshape(flat)
-    tau_flat = None if torque.is_none else tau_samples.reshape(flat)
-    energy_of = snapshot.energy if snapshot is not None else getattr(system, "energy", None)
-    qdd = np.empty(flat)
-    # NaN for a model without an energy, such as lnn.baseline.AccelerationMLP.
-    energy = np.full(flat[:1], np.nan)
-    for start in range(0, flat[0], _SAMPLE_BLOCK):  # blocks: temporaries stay in cache
-        rows = slice(start, start + _SAMPLE_BLOCK)
-        qdd[rows] = acceleration(q_flat[rows], qd_flat[rows],
-                                 None if tau_flat is None else tau_flat[rows])
-        if energy_of is not None:
-            energy[rows] = np.asarray(energy_of(q_flat[rows], qd_flat[rows]), dtype=np.float64)
-    return Trajectory(
-        t=t, q=q, qd=qd, qdd=qdd.reshape(q.shape), tau=tau_samples,
-        energy=energy.reshape(B, t.shape[0]), nfev=nfev, method=method,
-        metadata={"rtol": rtol, "atol": atol, "max_step": float(max_step),
-                  "tau_interpolation": tau_interpolation, **extra},
-    )
+    problem = _problem(system, q0, qd0, t, tau=tau, tau_interpolation=tau_interpolation,
+                       method=method, rtol=rtol, atol=atol, max_step=max_step)
+    clock = _Clock(problem.t, progress)
+    solution = _solve(problem, clock)
+    clock.finish()
+    return _trajectory(problem, solution)
 
 
 #: Rows per call when the accelerations are evaluated at the samples after a solve. One
@@ -277,7 +196,7 @@ def odeint(system, q0, qd0, t, *, method: str = "rk4", tau=None, **options) -> T
     method : str, optional
         The fixed-step scheme (see :func:`lnn.odeint.odeint`), ``"rk4"`` by
         default.
-    tau : None, array_like ``(T, n)`` or ``(B, T, n)``, or callable, optional
+    tau : None, array_like ``(T, n)`` or ``(1 or B, T, n)``, or callable, optional
         Generalized forces, as in :func:`lnn.odeint.odeint`.
     **options
         The other keyword-only options of :func:`lnn.odeint.odeint`
@@ -286,31 +205,85 @@ def odeint(system, q0, qd0, t, *, method: str = "rk4", tau=None, **options) -> T
     Returns
     -------
     Trajectory
-        ``q, qd, qdd, tau (B, T, n)``, ``energy (B, T)``; inside a
-        ``tf.function``, a :class:`lnn.odeint.OdeintResult` of tensors with the
-        same fields (see :func:`lnn.odeint.odeint`).
+        ``q, qd, qdd, tau (B, T, n)``, ``energy (B, T)`` as tensors, eagerly
+        and inside a ``tf.function`` alike (see :func:`lnn.odeint.odeint`).
     """
     from lnn.odeint import odeint as _odeint
 
     return _odeint(system, q0, qd0, t, method=method, tau=tau, **options)
 
 
-# ----------------------------------------------------------------------------- internals
+# ----------------------------------------------------------------------------- the problem
 
 
-def _check_finite(time: float, rows: np.ndarray, method: str) -> None:
-    """Raise :class:`IntegrationError` naming the rows of ``rows (B, k)`` that hold NaN or inf."""
-    indices = np.flatnonzero(~np.isfinite(rows).all(axis=1))
-    if indices.size:
-        raise IntegrationError(
-            f"the state of trajectory(ies) {indices.tolist()} became non-finite at "
-            f"t = {time:.6g} s ({method}); the system diverged or its acceleration is "
-            "undefined there",
-            time=time, trajectories=tuple(indices),
-        )
+@dataclass(frozen=True, eq=False)
+class _Problem:
+    """The checked inputs of one :func:`rollout`.
+
+    Attributes
+    ----------
+    system : MechanicalSystem
+    n, B : int
+        Degrees of freedom and batch size.
+    t : numpy.ndarray, shape ``(T,)``
+    y0 : numpy.ndarray, shape ``(2 n B,)``
+        The initial ODE state ``[q_1, qd_1, ..., q_B, qd_B]``.
+    method : str
+    rtol, atol, max_step : float
+    tau_interpolation : str
+    torque : lnn._torque.NumpyTorque
+    acceleration : callable
+        ``acceleration(q, qd, tau) -> (B, n)`` float64 (see :func:`_acceleration_function`).
+    energy : callable or None
+        ``energy(q, qd) -> (B,)``; None for a system without one.
+    """
+
+    system: Any
+    n: int
+    B: int
+    t: np.ndarray
+    y0: np.ndarray
+    method: str
+    rtol: float
+    atol: float
+    max_step: float
+    tau_interpolation: str
+    torque: NumpyTorque
+    acceleration: Callable
+    energy: Callable | None
+
+
+def _problem(system, q0, qd0, t, *, tau, tau_interpolation, method, rtol, atol,
+             max_step) -> _Problem:
+    """Check the inputs of :func:`rollout` (raising its ``ValueError`` / ``TypeError``)."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
+    check_interpolation(tau_interpolation)
+    n = _check_system(system)
+    q0, _ = _validate.state("q0", q0, n)
+    qd0, _ = _validate.state("qd0", qd0, n)
+    if q0.shape != qd0.shape:
+        raise ValueError(f"q0 and qd0 must have the same shape; got {q0.shape} and {qd0.shape}")
+    B = q0.shape[0]
+    t = time_grid(t)
+    default_rtol, default_atol = default_tolerances(system)
+    rtol = _validate.positive("rtol", default_rtol if rtol is None else rtol)
+    atol = _validate.positive("atol", default_atol if atol is None else atol)
+    max_step = np.inf if max_step == np.inf else _validate.positive("max_step", max_step)
+    torque = NumpyTorque.build(tau, t, batch=B, n=n, interpolation=tau_interpolation)
+    take_snapshot = getattr(system, "numpy_snapshot", None)
+    snapshot = take_snapshot() if take_snapshot is not None else None  # once per rollout
+    return _Problem(
+        system=system, n=n, B=B, t=t, y0=np.concatenate([q0, qd0], axis=1).ravel(),
+        method=method, rtol=rtol, atol=atol, max_step=float(max_step),
+        tau_interpolation=tau_interpolation, torque=torque,
+        acceleration=_acceleration_function(system, snapshot),
+        energy=snapshot.energy if snapshot is not None else getattr(system, "energy", None),
+    )
 
 
 def _check_system(system) -> int:
+    """``system.n_dof``, once ``system`` has what :func:`rollout` calls."""
     for attribute in ("n_dof", "acceleration"):
         if not hasattr(system, attribute):
             raise TypeError(
@@ -321,33 +294,6 @@ def _check_system(system) -> int:
     if not isinstance(n, (int, np.integer)) or n < 1:
         raise TypeError(f"system.n_dof must be a positive int; got {n!r}")
     return int(n)
-
-
-def _state_array(value, name: str, n: int) -> np.ndarray:
-    array = np.array(value, dtype=np.float64, ndmin=1)
-    if array.ndim == 1:
-        array = array[None, :]
-    if array.ndim != 2 or array.shape[1] != n or array.shape[0] < 1:
-        raise ValueError(f"{name} must have shape (B, {n}) or ({n},); got shape {np.shape(value)}")
-    if not np.isfinite(array).all():
-        bad = np.flatnonzero(~np.isfinite(array).all(axis=1))
-        raise ValueError(f"{name} has non-finite values (NaN or inf) in trajectory(ies) {bad.tolist()}")
-    return array
-
-
-def _time_grid(t) -> np.ndarray:
-    t = np.array(t, dtype=np.float64, ndmin=1)
-    if t.ndim != 1:
-        raise ValueError(f"t must have shape (T,); got shape {t.shape}")
-    if not np.isfinite(t).all():
-        raise ValueError("t has non-finite values (NaN or inf)")
-    if t.shape[0] > 1 and not (np.diff(t) > 0).all():
-        k = int(np.flatnonzero(np.diff(t) <= 0)[0])
-        raise ValueError(
-            f"t must be strictly increasing; got t[{k}] = {float(t[k])!r} >= "
-            f"t[{k + 1}] = {float(t[k + 1])!r}"
-        )
-    return t
 
 
 def _acceleration_function(system, snapshot):
@@ -372,73 +318,145 @@ def _acceleration_function(system, snapshot):
     return acceleration
 
 
-class _Torque:
-    """Evaluate the generalized force of :func:`rollout` at any time, shape ``(B, n)``."""
+# ----------------------------------------------------------------------------- the solve
 
-    def __init__(self, tau, t: np.ndarray, B: int, n: int, interpolation: str) -> None:
-        self.t, self.B, self.n = t, B, n
-        self.is_none = tau is None
-        self.callable = callable(tau)
-        self.hold = interpolation == "hold"
-        if self.is_none or self.callable:
-            self.fn = tau
-            return
+
+class _Clock:
+    """The simulated time the solver has reached; reported every ~1 % of the span."""
+
+    def __init__(self, t: np.ndarray, progress: Callable[..., None] | None) -> None:
+        self.t0 = float(t[0])
+        self.span = float(t[-1]) - self.t0
+        self.progress = progress
+        self.reached = self.next_report = self.t0
+
+    def advance(self, time: float) -> None:
+        """Note that the solver evaluated the vector field at ``time``."""
+        if time > self.reached:
+            self.reached = time
+            if self.progress is not None and time >= self.next_report:
+                self.progress(time - self.t0, self.span)
+                self.next_report = time + _PROGRESS_STEP * self.span
+
+    def finish(self) -> None:
+        """Report the whole span done."""
+        if self.progress is not None:
+            self.progress(self.span, self.span)
+
+
+def _vector_field(problem: _Problem, clock: _Clock) -> Callable:
+    """``rhs(time, y) -> dy``, ``(2 n B,)``: the batch's ODE, checked for failures and NaN/inf."""
+    B, n, method = problem.B, problem.n, problem.method
+    torque, acceleration = problem.torque, problem.acceleration
+
+    def rhs(time, y):
+        Y = y.reshape(B, 2 * n)
+        q, qd = Y[:, :n], Y[:, n:]
+        tau_now = torque(time, q, qd)
         try:
-            samples = np.asarray(tau, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(
-                f"tau must be None, an array (T, n) or (B, T, n), or a callable "
-                f"tau(t, q, qd); got {type(tau).__name__}"
+            qdd = acceleration(q, qd, tau_now)
+        except (ArithmeticError, ValueError) as exc:  # LinAlgError is a ValueError
+            _check_finite(time, Y, method)  # a non-finite state is the better explanation
+            raise IntegrationError(
+                f"the system's acceleration failed at t = {time:.6g} s ({method}): {exc}",
+                time=time, trajectories=getattr(exc, "trajectories", ()),
             ) from exc
-        T = t.shape[0]
-        if samples.shape == (T, n):
-            samples = np.broadcast_to(samples, (B, T, n))
-        if samples.shape != (B, T, n):
-            raise ValueError(
-                f"tau must have shape (T, n) = ({T}, {n}) or (B, T, n) = ({B}, {T}, {n}); "
-                f"got shape {samples.shape}"
-            )
-        if not np.isfinite(samples).all():
-            raise ValueError("tau has non-finite values (NaN or inf)")
-        self.samples = samples
+        dy = np.concatenate((qd, qdd), axis=1).ravel()
+        # One dot product is the cheap test for NaN/inf (in qd or qdd); rows are inspected
+        # only when it fails. A finite step of finite derivatives keeps q finite.
+        if not math.isfinite(dy @ dy):
+            _check_finite(time, np.concatenate((Y, qdd), axis=1), method)
+        clock.advance(time)
+        return dy
 
-    def __call__(self, time: float, q: np.ndarray, qd: np.ndarray):
-        if self.is_none:
-            return None
-        if self.callable:
-            value = np.asarray(self.fn(time, q, qd), dtype=np.float64)
-            if value.shape != (self.B, self.n):
-                value = self._broadcast(value, time)
-            return value
-        t = self.t
-        if t.shape[0] == 1:
-            return self.samples[:, 0]
-        k = int(np.searchsorted(t, time, side="right")) - 1
-        if self.hold:
-            return self.samples[:, min(max(k, 0), t.shape[0] - 1)]
-        k = min(max(k, 0), t.shape[0] - 2)
-        w = (time - t[k]) / (t[k + 1] - t[k])
-        return (1.0 - w) * self.samples[:, k] + w * self.samples[:, k + 1]
+    return rhs
 
-    def _broadcast(self, value: np.ndarray, time: float) -> np.ndarray:
-        if value.shape == (self.n,):
-            return np.broadcast_to(value, (self.B, self.n))
-        raise ValueError(
-            f"the controller tau(t, q, qd) must return shape (B, n) = ({self.B}, {self.n}) "
-            f"or ({self.n},); got shape {value.shape} at t = {time:.6g}"
+
+@dataclass(frozen=True, eq=False)
+class _Solution:
+    """The states at the samples, ``Y (B, T, 2n)``, and the solver's counters."""
+
+    Y: np.ndarray
+    nfev: int
+    counters: dict
+
+
+def _solve(problem: _Problem, clock: _Clock) -> _Solution:
+    """Run ``solve_ivp`` on the batch (nothing to solve for a single time)."""
+    B, n, t, method = problem.B, problem.n, problem.t, problem.method
+    if t.shape[0] == 1:
+        return _Solution(Y=problem.y0.reshape(B, 1, 2 * n), nfev=0, counters={})
+    t0, t_end = float(t[0]), float(t[-1])
+    options = _jacobian_options(problem.system, method, B, n, problem.torque)
+    sol = solve_ivp(_vector_field(problem, clock), (t0, t_end), problem.y0, method=method,
+                    t_eval=t, rtol=problem.rtol, atol=problem.atol, max_step=problem.max_step,
+                    **options)
+    if sol.status != 0 or sol.y.shape[1] != t.shape[0]:
+        raise IntegrationError(
+            f"solve_ivp ({method}) failed at t = {clock.reached:.6g} s of "
+            f"[{t0:.6g}, {t_end:.6g}] s: {sol.message}",
+            time=clock.reached,
+        )
+    # scipy's (2nB, T) layout -> (B, T, 2n), once.
+    Y = sol.y.T.reshape(t.shape[0], B, 2 * n).transpose(1, 0, 2)
+    return _Solution(Y=Y, nfev=int(sol.nfev),
+                     counters={"njev": int(sol.njev), "nlu": int(sol.nlu)})
+
+
+def _check_finite(time: float, rows: np.ndarray, method: str) -> None:
+    """Raise :class:`IntegrationError` naming the rows of ``rows (B, k)`` that hold NaN or inf."""
+    indices = np.flatnonzero(~np.isfinite(rows).all(axis=1))
+    if indices.size:
+        raise IntegrationError(
+            f"the state of trajectory(ies) {indices.tolist()} became non-finite at "
+            f"t = {time:.6g} s ({method}); the system diverged or its acceleration is "
+            "undefined there",
+            time=time, trajectories=tuple(indices),
         )
 
-    def at_samples(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
-        """The forces at the samples, shape ``(B, T, n)``, given ``q, qd (B, T, n)``."""
-        if self.is_none:
-            return np.zeros_like(q)
-        if self.callable:
-            return np.stack([self(float(tk), q[:, k], qd[:, k]) for k, tk in enumerate(self.t)],
-                            axis=1)
-        return np.array(self.samples)
+
+# ----------------------------------------------------------------------------- the result
 
 
-def _jacobian_options(system, method: str, B: int, n: int, torque: _Torque) -> dict:
+def _trajectory(problem: _Problem, solution: _Solution) -> Trajectory:
+    """The :class:`Trajectory` of a solve: the states and the rest at the samples."""
+    n = problem.n
+    q = np.ascontiguousarray(solution.Y[..., :n])
+    qd = np.ascontiguousarray(solution.Y[..., n:])
+    tau = problem.torque.at_samples(q, qd)
+    qdd, energy = _at_samples(problem, q, qd, None if problem.torque.is_none else tau)
+    return Trajectory(
+        t=problem.t, q=q, qd=qd, qdd=qdd, tau=tau, energy=energy, nfev=solution.nfev,
+        method=problem.method,
+        metadata={"rtol": problem.rtol, "atol": problem.atol, "max_step": problem.max_step,
+                  "tau_interpolation": problem.tau_interpolation, **solution.counters},
+    )
+
+
+def _at_samples(problem: _Problem, q: np.ndarray, qd: np.ndarray, tau) -> tuple:
+    """``qdd (B, T, n)`` and ``energy (B, T)`` at the samples, evaluated in blocks of rows.
+
+    ``energy`` is NaN for a model without one, such as :class:`lnn.baseline.AccelerationMLP`.
+    """
+    flat = (q.shape[0] * q.shape[1], q.shape[2])
+    q_flat, qd_flat = q.reshape(flat), qd.reshape(flat)
+    tau_flat = None if tau is None else tau.reshape(flat)
+    qdd = np.empty(flat)
+    energy = np.full(flat[:1], np.nan)
+    for start in range(0, flat[0], _SAMPLE_BLOCK):  # blocks: temporaries stay in cache
+        rows = slice(start, start + _SAMPLE_BLOCK)
+        qdd[rows] = problem.acceleration(q_flat[rows], qd_flat[rows],
+                                         None if tau_flat is None else tau_flat[rows])
+        if problem.energy is not None:
+            energy[rows] = np.asarray(problem.energy(q_flat[rows], qd_flat[rows]),
+                                      dtype=np.float64)
+    return qdd.reshape(q.shape), energy.reshape(q.shape[:2])
+
+
+# ----------------------------------------------------------------------------- implicit methods
+
+
+def _jacobian_options(system, method: str, B: int, n: int, torque: NumpyTorque) -> dict:
     """Keyword arguments of ``solve_ivp`` that give an implicit method the block structure."""
     if method not in IMPLICIT_METHODS:
         return {}
@@ -478,7 +496,7 @@ def _jacobian_options(system, method: str, B: int, n: int, torque: _Torque) -> d
     return {"jac": jac}
 
 
-def _acceleration_jacobian(exact, torque: _Torque, time, y, B: int, n: int) -> np.ndarray:
+def _acceleration_jacobian(exact, torque: NumpyTorque, time, y, B: int, n: int) -> np.ndarray:
     """``d qdd / d [q, qd]`` of the system at the ODE state ``y (2nB,)``, ``(B, n, 2n)``.
 
     The force is held fixed (a controller's own dependence on the state is
@@ -495,7 +513,7 @@ def _acceleration_jacobian(exact, torque: _Torque, time, y, B: int, n: int) -> n
     return J
 
 
-def _jacobian_blocks(exact, torque: _Torque, time, y, B: int, n: int) -> np.ndarray:
+def _jacobian_blocks(exact, torque: NumpyTorque, time, y, B: int, n: int) -> np.ndarray:
     """The dense ``2n x 2n`` diagonal blocks of the vector field's Jacobian, ``(B, 2n, 2n)``."""
     blocks = np.zeros((B, 2 * n, 2 * n))
     blocks[:, :n, n:] = np.eye(n)

@@ -13,13 +13,20 @@ __all__ = ["Trajectory"]
 class Trajectory:
     """A batch of ``B`` trajectories sampled on a common time grid.
 
+    The fields are numpy arrays (:func:`lnn.rollout`, datasets, files) or
+    TensorFlow tensors (:func:`lnn.integrate.odeint`, so that losses on them
+    can be differentiated). Inside a ``tf.function`` they may be symbolic
+    tensors whose unknown dimensions (``None``) pass the shape checks; such a
+    trajectory (:attr:`symbolic`) can be indexed but not cut with
+    :meth:`until` or saved.
+
     Attributes
     ----------
-    t : ndarray, shape ``(T,)``
+    t : ndarray or tensor, shape ``(T,)``
         Sample times in seconds, strictly increasing.
-    q, qd, qdd, tau : ndarray, shape ``(B, T, n)``
+    q, qd, qdd, tau : ndarray or tensor, shape ``(B, T, n)``
         Coordinates, velocities, accelerations and generalized forces.
-    energy : ndarray, shape ``(B, T)``
+    energy : ndarray or tensor, shape ``(B, T)``
         The system's energy ``E(q, qd)`` at each sample.
     nfev : int
         Number of right-hand-side evaluations the solver made (0 if unknown).
@@ -38,22 +45,35 @@ class Trajectory:
     metadata: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
-        t = np.asarray(self.t)
-        if t.ndim != 1:
-            raise ValueError(f"Trajectory.t must have shape (T,), got shape {t.shape}")
-        expected = self.q.shape
-        if len(expected) != 3 or expected[1] != t.shape[0]:
+        t = _static_shape(self.t)
+        if t is None or len(t) != 1:
+            raise ValueError(f"Trajectory.t must have shape (T,), got shape {_shown(t)}")
+        expected = _static_shape(self.q)
+        if expected is None or len(expected) != 3 or not _fits(expected[1:2], t):
             raise ValueError(
-                f"Trajectory.q must have shape (B, T={t.shape[0]}, n), got shape {expected}"
+                f"Trajectory.q must have shape (B, T={t[0]}, n), got shape {_shown(expected)}"
             )
         for name in ("qd", "qdd", "tau"):
-            shape = np.shape(getattr(self, name))
-            if shape != expected:
-                raise ValueError(f"Trajectory.{name} must have shape {expected}, got shape {shape}")
-        if np.shape(self.energy) != expected[:2]:
+            shape = _static_shape(getattr(self, name))
+            if not _fits(shape, expected):
+                raise ValueError(f"Trajectory.{name} must have shape {_shown(expected)}, "
+                                 f"got shape {_shown(shape)}")
+        shape = _static_shape(self.energy)
+        if not _fits(shape, expected[:2]):
             raise ValueError(
-                f"Trajectory.energy must have shape {expected[:2]}, got shape {np.shape(self.energy)}"
+                f"Trajectory.energy must have shape {_shown(expected[:2])}, "
+                f"got shape {_shown(shape)}"
             )
+
+    @property
+    def symbolic(self) -> bool:
+        """Whether the fields are symbolic tensors (a trajectory built inside a ``tf.function``)."""
+        return any(_is_symbolic(getattr(self, name)) for name in ("t", "q"))
+
+    def _require_values(self, what: str) -> None:
+        if self.symbolic:
+            raise TypeError(f"Trajectory.{what} needs values; this trajectory holds symbolic "
+                            "tensors (it was built inside a tf.function): call it outside")
 
     @property
     def n_trajectories(self) -> int:
@@ -89,6 +109,7 @@ class Trajectory:
         t_stop : float
             Last time kept (s); must be at or after ``t[0]``.
         """
+        self._require_values("until")
         if not np.isfinite(t_stop) or t_stop < self.t[0]:
             raise ValueError(f"t_stop must be a finite time >= t[0] = {self.t[0]:g}, got {t_stop!r}")
         k = int(np.searchsorted(self.t, t_stop, side="right"))
@@ -105,7 +126,10 @@ class Trajectory:
         ------
         FileExistsError
             If ``path`` exists and ``overwrite`` is false.
+        TypeError
+            For a trajectory of symbolic tensors (see :attr:`symbolic`).
         """
+        self._require_values("save")
         from lnn._io import write_npz
 
         write_npz(
@@ -133,3 +157,34 @@ class Trajectory:
             nfev=int(arrays.get("nfev", 0)), method=str(arrays.get("method", "")),
             metadata=metadata,
         )
+
+
+# ----------------------------------------------------------------------------- shapes (no TF)
+
+
+def _static_shape(x) -> tuple | None:
+    """The shape of an array, list or tensor: a tuple whose unknown dimensions are None,
+    or None for a tensor of unknown rank."""
+    shape = getattr(x, "shape", None)
+    if shape is None:
+        return tuple(np.shape(x))
+    if getattr(shape, "rank", 0) is None:  # a tf.TensorShape of unknown rank
+        return None
+    return tuple(None if d is None else int(d) for d in shape)
+
+
+def _fits(shape, expected) -> bool:
+    """Whether two static shapes agree wherever both dimensions are known."""
+    return (shape is not None and expected is not None and len(shape) == len(expected)
+            and all(a is None or b is None or a == b for a, b in zip(shape, expected)))
+
+
+def _shown(shape) -> str:
+    """A static shape for a message (``None`` for unknown dimensions)."""
+    return "of unknown rank" if shape is None else str(shape)
+
+
+def _is_symbolic(x) -> bool:
+    """A graph tensor: it has a static shape but no value (no ``numpy()``) until the graph runs."""
+    return (not isinstance(x, np.ndarray) and hasattr(x, "shape") and hasattr(x, "dtype")
+            and not hasattr(x, "numpy"))
