@@ -12,31 +12,20 @@ import lnn
 import lnn.integrate
 from lnn._schemes import LagrangianMomentum, MassMomentum, scheme, verlet_step
 from lnn.odeint import OdeintResult, odeint
+from test_odeint import TFDoublePendulum
+from test_odeint import _WithoutLagrangian as WithoutLagrangian
 
 
 @dataclass(frozen=True, eq=False)
-class QuadraticPendulum:
-    """A double pendulum in TensorFlow with ``T = ½ qdᵀ M(q) qd``, and its ``lagrangian``.
+class QuadraticPendulum(TFDoublePendulum):
+    """The TensorFlow double pendulum of ``test_odeint`` (other masses), with its ``lagrangian``.
 
     Both Verlet flavours apply: ``p = dL/dqd`` (it has ``lagrangian``) and
     ``p = M(q) qd`` (the view :class:`WithoutLagrangian`).
     """
 
-    m1: float = 1.0
-    m2: float = 1.5
-    l1: float = 1.0
+    m2: object = 1.5
     l2: float = 0.8
-    g: float = 9.81
-
-    n_dof = 2
-    angular = (True, True)
-    dtype = "float64"
-
-    def mass_matrix(self, q, qd=None):
-        off = self.m2 * self.l1 * self.l2 * tf.cos(q[..., 0] - q[..., 1])
-        m11 = (self.m1 + self.m2) * self.l1**2 * tf.ones_like(off)
-        m22 = self.m2 * self.l2**2 * tf.ones_like(off)
-        return tf.stack([tf.stack([m11, off], -1), tf.stack([off, m22], -1)], -2)
 
     def potential(self, q):
         return (-(self.m1 + self.m2) * self.g * self.l1 * tf.cos(q[..., 0])
@@ -44,27 +33,6 @@ class QuadraticPendulum:
 
     def lagrangian(self, q, qd):
         return 0.5 * tf.einsum("bi,bij,bj->b", qd, self.mass_matrix(q), qd) - self.potential(q)
-
-    def acceleration(self, q, qd, tau=None):
-        k = self.m2 * self.l1 * self.l2 * tf.sin(q[..., 0] - q[..., 1])
-        r1 = -k * qd[..., 1] ** 2 - (self.m1 + self.m2) * self.g * self.l1 * tf.sin(q[..., 0])
-        r2 = k * qd[..., 0] ** 2 - self.m2 * self.g * self.l2 * tf.sin(q[..., 1])
-        rhs = tf.stack([r1, r2], -1)
-        if tau is not None:
-            rhs = rhs + tau
-        return tf.linalg.solve(self.mass_matrix(q), rhs[..., None])[..., 0]
-
-    def energy(self, q, qd):
-        return 0.5 * tf.einsum("bi,bij,bj->b", qd, self.mass_matrix(q), qd) + self.potential(q)
-
-
-class WithoutLagrangian:
-    """The same system without ``lagrangian``: odeint's Verlet then uses ``p = M(q) qd``."""
-
-    def __init__(self, system):
-        self.n_dof, self.dtype = system.n_dof, system.dtype
-        self.mass_matrix, self.acceleration = system.mass_matrix, system.acceleration
-        self.energy = system.energy
 
 
 SYSTEM = QuadraticPendulum()
