@@ -422,7 +422,7 @@ def batch_bucket(batch: int) -> int:
 
     The smallest of ``1, 2, 3, 4, 6, 8, 12, 16, ...`` (``2^k`` and
     ``3 2^k``) that is at least ``batch``: at most 1.5x the rows, and about
-    ``2 log2(B)`` distinct sizes up to ``B`` (see :func:`bucketed`).
+    ``2 log2(B)`` distinct sizes up to ``B`` (the XLA forms of :mod:`lnn.models.compiled`).
 
     Parameters
     ----------
@@ -443,51 +443,6 @@ def batch_bucket(batch: int) -> int:
 def pad_rows(x: np.ndarray, size: int) -> np.ndarray:
     """``x`` of shape ``(B, ...)`` with row 0 repeated up to ``size`` rows (a valid state)."""
     return np.concatenate([x, np.repeat(x[:1], size - x.shape[0], axis=0)])
-
-
-def bucketed(call):
-    """``call`` run on inputs padded to :func:`batch_bucket` rows, its outputs cut back.
-
-    XLA compiles a function anew for every input shape (0.3-1.3 s each for
-    the built-in models on a small CPU), so an eager caller whose batch size
-    varies (evaluation over trajectories of different lengths, a growing
-    buffer) would compile on almost every call. Padding the batch to a ladder
-    of sizes bounds the compilations to about ``2 log2(B)`` for batches up to
-    ``B``, at the cost of at most 1.5x the rows. The padding repeats row 0,
-    so it is a valid state; rows are independent, so the cut outputs equal
-    the unpadded ones (to XLA's rounding for the other shape).
-
-    Parameters
-    ----------
-    call : callable
-        ``call(*tensors)`` of ``(B, n)`` tensors, returning a tensor (or a
-        nest of tensors) with the batch first.
-
-    Returns
-    -------
-    callable
-        Same signature; it pads only eager inputs of a known batch size.
-    """
-    def run(*args):
-        batch = args[0].shape[0]
-        size = None if batch is None else batch_bucket(batch)
-        if size == batch:  # on the ladder (or of unknown size): as it is
-            return call(*args)
-        extra = size - batch
-        if tape_may_record() or not tf.executing_eagerly():
-            # TensorFlow ops, so that a tape sees the padding (gradients reach the inputs).
-            padded = [tf.concat([a, tf.tile(a[:1], [extra] + [1] * (a.shape.rank - 1))], axis=0)
-                      for a in args]
-            return tf.nest.map_structure(lambda out: out[:batch], call(*padded))
-        # No tape: numpy padding, a few µs instead of ~1 ms of eager ops.
-        padded = []
-        for a in args:
-            padded.append(_make_eager(pad_rows(a.numpy(), size), a.dtype))
-        return tf.nest.map_structure(lambda out: _make_eager(out.numpy()[:batch], out.dtype),
-                                     call(*padded))
-
-    run.concrete = getattr(call, "concrete", None)
-    return run
 
 
 def _compiled(fn, op: str, dtype, n: int, n_args: int, body, options=()):

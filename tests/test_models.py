@@ -87,10 +87,16 @@ def test_numpy_and_tensorflow_activations_agree_and_skip_what_is_not_asked(name)
 @pytest.mark.parametrize("xla", [False, True])
 def test_public_calls_under_a_tape_give_weight_gradients(xla):
     # The compiled calls skip TensorFlow's call path only when no tape records.
-    # Batch 5: under XLA the call is padded to 6 rows (mechanics.bucketed), and the
+    # Batch 5: under XLA the call is padded to 6 rows (lnn.models.compiled), and the
     # gradients must still reach the 5 inputs and the weights.
+    from lnn.models import compiled as compiled_ops
+
     model = _model("kinetic-potential", hidden=(6, 5), convex=True, xla=xla)
     q, qd, _ = (tf.constant(a) for a in _states(batch=5, seed=3))
+    for _ in range(compiled_ops.XLA_AFTER_CALLS):  # the size recurs: its XLA form is compiled
+        model.mass_matrix(q.numpy(), qd.numpy()), model.acceleration(q.numpy(), qd.numpy())
+    compiled_ops.wait()
+    assert bool(model.compiled_ops()[("mass_matrix", None)].ready) == xla
     with tf.GradientTape(persistent=True) as tape:
         tape.watch(q)
         compiled = {"M": tf.reduce_sum(model.mass_matrix(q, qd) ** 2),
@@ -445,6 +451,7 @@ def test_damping_dissipates_and_power_balances():
 _XLA_SCRIPT = textwrap.dedent("""
     import numpy as np
     from lnn import LagrangianNetwork
+    from lnn.models import compiled
     rng = np.random.default_rng(0)
     q, qd, tau = rng.normal(size=(3, 7, 3))
     cases = [dict(kind="kinetic-potential", convex=True, damping=True),
@@ -452,15 +459,20 @@ _XLA_SCRIPT = textwrap.dedent("""
     for kw in cases:
         pair = [LagrangianNetwork(3, hidden=(8, 8), angular=(True, False, True), dtype="float64",
                                   seed=2, xla=xla, **kw) for xla in (True, False)]
-        # Batches 5 and 7 run padded to 6 and 8 rows under XLA (mechanics.bucketed).
+        # Batches 5 and 7 run padded to 6 and 8 rows under XLA (lnn.models.compiled), once
+        # the size has recurred and its XLA form is compiled (compiled.wait()).
         for rows in (5, 1, 7):
             for call in (lambda m: m.mass_matrix(q[:rows], qd[:rows]),
                          lambda m: m.acceleration(q[:rows], qd[:rows], tau[:rows]),
                          lambda m: m.inverse_dynamics(q[:rows], qd[:rows], tau[:rows])):
+                for _ in range(compiled.XLA_AFTER_CALLS):
+                    call(pair[0])
+                compiled.wait()
                 a, b = (call(m).numpy() for m in pair)
                 assert a.shape[0] == rows, a.shape
                 assert np.allclose(a, b, rtol=1e-9, atol=1e-11), (kw, np.abs(a - b).max())
         assert pair[0].tracing_count("mass_matrix") == 1
+        assert pair[0].compiled_ops()[("mass_matrix", None)].ready == {1, 6, 8}
     print("ok")
 """)
 
