@@ -123,8 +123,9 @@ class CompiledOp:
         """The XLA form on ``x`` padded to ``size`` rows (row 0 repeated: a valid state), cut back."""
         if _runtime.tape_may_record():  # TensorFlow ops, so that a tape sees padding and cut
             t = self._tensor(x)
-            if size != rows:
-                t = tf.concat([t, tf.tile(t[:1], [size - rows, 1])], axis=0)
+            if size == rows:
+                return self._xla(t)
+            t = tf.concat([t, tf.tile(t[:1], [size - rows, 1])], axis=0)
             return tf.nest.map_structure(lambda y: y[:rows], self._xla(t))
         arr = np.asarray(x)
         out = self._xla(self._tensor(pad_rows(arr, size) if size != rows else arr))
