@@ -362,27 +362,32 @@ def test_batch_bucket_is_a_short_ladder_with_bounded_padding():
     assert mechanics.batch_bucket(1024) == 1024 and mechanics.batch_bucket(1000) == 1024
 
 
-def test_bucketed_pads_with_row_zero_cuts_the_outputs_and_passes_gradients():
-    seen = []
+def test_xla_form_pads_with_row_zero_cuts_the_outputs_and_passes_gradients():
+    """lnn.models.compiled: a recurring size runs padded to the ladder, cut back, differentiable."""
+    from lnn.models.compiled import XLA_AFTER_CALLS, CompiledOp, wait
 
-    def call(q, qd):
-        seen.append(int(q.shape[0]))
+    def body(x):
+        q, qd = x[:, :3], x[:, 3:]
         return {"sum": q + 2.0 * qd, "first": q[:, :1] * qd[:, :1]}
 
-    run = mechanics.bucketed(call)
+    op = CompiledOp(body, width=6, dtype=tf.float64, xla=True)
     rng = np.random.default_rng(0)
     q, qd = (tf.constant(rng.normal(size=(5, 3))) for _ in range(2))
-    out = run(q, qd)
-    assert seen == [6]  # 5 rows run as 6
+    x = tf.concat([q, qd], axis=1)
+    for _ in range(XLA_AFTER_CALLS):  # graph mode while the size is new
+        graph = op(x.numpy())
+    wait()
+    assert op.ready == {6}  # 5 rows run as 6 under XLA
+    out = op(x.numpy())
     np.testing.assert_array_equal(out["sum"].numpy(), (q + 2.0 * qd).numpy())
+    np.testing.assert_array_equal(out["first"].numpy(), graph["first"].numpy())
     assert out["first"].shape == (5, 1)
-    with tf.GradientTape() as tape:  # under a tape the padding is made of TensorFlow ops
-        tape.watch(q)
-        total = tf.reduce_sum(run(q, qd)["sum"] ** 2)
-    np.testing.assert_allclose(tape.gradient(total, q).numpy(), (2 * (q + 2.0 * qd)).numpy())
-    assert seen == [6, 6]
-    run(q[:4], qd[:4])
-    assert seen[-1] == 4  # on the ladder: no padding
+    with tf.GradientTape() as tape:  # under a tape the padding and the cut are TensorFlow ops
+        tape.watch(x)
+        total = tf.reduce_sum(op(x)["sum"] ** 2)
+    grad = tape.gradient(total, x).numpy()
+    np.testing.assert_allclose(grad[:, :3], (2 * (q + 2.0 * qd)).numpy())
+    np.testing.assert_allclose(grad[:, 3:], (4 * (q + 2.0 * qd)).numpy())
 
 
 # -- the public calls' hot path: inputs packed side by side ---------------------------
