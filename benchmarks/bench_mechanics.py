@@ -69,7 +69,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from lnn import LagrangianNetwork, mechanics  # noqa: E402
+from lnn import LagrangianNetwork, _runtime, mechanics  # noqa: E402
+from lnn.models import compiled as compiled_ops  # noqa: E402
 
 
 # -- timing ------------------------------------------------------------------------
@@ -153,8 +154,15 @@ def naive_acceleration(lagrangian, q, qd):
 def compiled(fn, n, n_args, jit):
     """``fn`` under ``tf.function`` with a fixed signature, to be called as users call it."""
     spec = [tf.TensorSpec((None, n), tf.float32)] * n_args
-    return tf.function(fn, input_signature=spec, jit_compile=jit, autograph=False)
+    # Under XLA the mathematics picks its XLA forms (unrolled Cholesky, fused Grams) from
+    # the flag the package's own XLA functions set while tracing.
+    body = _runtime.xla_body(fn) if jit else fn
+    return tf.function(body, input_signature=spec, jit_compile=jit, autograph=False)
 
+
+#: Batch sizes of the "new batch size" table, in call order (the first call of each method is
+#: at batch 1, before these).
+NEW_SIZES = (7, 1024, 13, 300, 1, 4096, 2)
 
 #: Learning rate of the benchmark's training steps (small: thousands of steps must not
 #: move the weights far).
@@ -203,7 +211,7 @@ def tf_methods(model, n):
     for name, jit in (("e", False), ("e-xla", True)):
         methods[name] = (compiled(closed_m, n, 2, jit), compiled(closed_a, n, 2, jit),
                          compiled(train_step(closed_a, variables), n, 3, jit))
-    system = tf.function(model._linear_system, jit_compile=True, autograph=False)
+    system = tf.function(_runtime.xla_body(model._linear_system), jit_compile=True, autograph=False)
 
     def hybrid(q, qd):
         return mechanics.solve_cholesky(*system(q, qd))
@@ -236,8 +244,9 @@ def package_train_step(model, n):
         descend(variables, grads, 1.0 / rows)  # fit's gradients are sums over the rows
         return sums
 
-    step = mechanics.fast_caller(tf.function(update, input_signature=spec, jit_compile=xla,
-                                             autograph=False).get_concrete_function())
+    body = _runtime.xla_body(update) if xla else update
+    step = _runtime.fast_caller(tf.function(body, input_signature=spec, jit_compile=xla,
+                                            autograph=False).get_concrete_function())
     zeros = {}
 
     def run(q, qd, target):
@@ -248,13 +257,53 @@ def package_train_step(model, n):
     return run
 
 
+def warm(model, q, qd):
+    """Call ``M`` and ``qdd`` until their XLA forms for this batch size are compiled (background)."""
+    for _ in range(compiled_ops.XLA_AFTER_CALLS):
+        model.mass_matrix(q, qd)
+        model.acceleration(q, qd)
+    compiled_ops.wait()
+
+
 def nocheck_calls(model, q, qd):
-    """The package's compiled ``M`` and ``qdd`` on packed inputs, without any check."""
-    make = mechanics._make_eager
-    mass = model._entry("mass_matrix")[2]
-    accel = model._entry("acceleration_free")[2]
-    return (lambda: mass(make(np.concatenate([q, qd], axis=1), tf.float32)),
-            lambda: accel(make(np.concatenate([q, qd], axis=1), tf.float32)))
+    """The package's compiled ``M`` and ``qdd`` on packed inputs, without any check.
+
+    After :func:`warm`, the XLA forms (the batch sizes 1 and 1024 are on the padding
+    ladder); their graph forms where XLA is off (public-only mode keeps XLA).
+    """
+    calls = []
+    for op in ("mass_matrix", "acceleration_free"):
+        entry = model._compiled_op(op)
+        fn = entry._xla if entry.ready else entry._graph
+        calls.append(lambda fn=fn: fn(tf.constant(np.concatenate([q, qd], axis=1))))
+    return tuple(calls)
+
+
+def new_size_costs(model, n, sizes, rng):
+    """First call at each new batch size against a call at a size already seen (the same size, again).
+
+    Returns rows ``(quantity, batch, first, again)`` in seconds: ``first`` is the first
+    call of the public method at that batch size (after the method's own first call at
+    another size), ``again`` the median of 5 calls at the same size afterwards.
+    """
+    rows = []
+    for quantity, method in (("M", model.mass_matrix), ("qdd", model.acceleration)):
+        q = rng.uniform(-np.pi, np.pi, (1, n)).astype(np.float32)
+        method(q, q)  # the method's first call (tracing)
+        for batch in sizes:
+            q = rng.uniform(-np.pi, np.pi, (batch, n)).astype(np.float32)
+            qd = rng.normal(0, 1, (batch, n)).astype(np.float32)
+            start = time.perf_counter()
+            method(q, qd)
+            first = time.perf_counter() - start
+            again = []
+            for _ in range(5):
+                start = time.perf_counter()
+                method(q, qd)
+                again.append(time.perf_counter() - start)
+            rows.append((quantity, batch, first, statistics.median(again)))
+    compiled_ops.wait()
+    return rows
 
 
 # -- JAX peer ------------------------------------------------------------------------------
@@ -338,7 +387,8 @@ def main(argv=None) -> int:
             jax_ok = False
 
     print(f"# bench_mechanics: tensorflow {tf.__version__}, float32, {os.cpu_count()} CPUs, "
-          f"2 hidden layers, convex kinetic-potential model, all coordinates angular")
+          f"2 hidden layers, convex kinetic-potential model, all coordinates angular, "
+          f"LNN_PUBLIC_TF={'1' if _runtime.PUBLIC_ONLY else 'unset'}")
     header = f"{'quantity':<8} {'batch':>5} {'n':>2} {'width':>5} {'method':<8} {'median':>11} {'vs a':>8} {'vs f':>8}"
     print(header)
     print("-" * len(header))
@@ -346,8 +396,12 @@ def main(argv=None) -> int:
     trivial = tf.function(lambda q, qd: q + qd,
                           input_signature=[tf.TensorSpec((None, None), tf.float32)] * 2)
     summary = []
+    new_sizes = []
     for n in (2, 7):
         for width in widths:
+            fresh = LagrangianNetwork(n, hidden=(width, width), angular=(True,) * n, convex=True,
+                                      seed=1)
+            new_sizes += [(n, width) + row for row in new_size_costs(fresh, n, NEW_SIZES, rng)]
             model = LagrangianNetwork(n, hidden=(width, width), angular=(True,) * n, convex=True,
                                       seed=1)
             methods = tf_methods(model, n)
@@ -357,6 +411,7 @@ def main(argv=None) -> int:
                 qd_np = rng.normal(0, 1, (batch, n)).astype(np.float32)
                 target_np = rng.normal(0, 1, (batch, n)).astype(np.float32)
                 q, qd, target = (tf.constant(a) for a in (q_np, qd_np, target_np))
+                warm(model, q_np, qd_np)
                 nocheck = nocheck_calls(model, q_np, qd_np)
                 const = tf.constant
                 for qi, quantity in enumerate(("M", "qdd", "train")):
@@ -400,6 +455,15 @@ def main(argv=None) -> int:
                                if k not in ("f", "floor", "package", "nocheck")}
                     fastest = min(tf_only, key=tf_only.get)
                     summary.append((quantity, batch, n, width, fastest, times))
+    print()
+    print("# new batch sizes: the public call's first time at a batch size not seen before, "
+          "against the same call again (median of 5); target: at most 50 ms more")
+    print(f"{'quantity':<8} {'n':>2} {'width':>5} {'batch':>5} {'first':>10} {'again':>10} {'extra':>10}")
+    for n, width, quantity, batch, first, again in new_sizes:
+        print(f"{quantity:<8} {n:>2} {width:>5} {batch:>5} {first * 1e3:8.2f}ms {again * 1e3:8.2f}ms "
+              f"{(first - again) * 1e3:8.2f}ms")
+    worst = max(first - again for *_, first, again in new_sizes)
+    print(f"# worst extra cost of a new batch size: {worst * 1e3:.1f} ms")
     print()
     print("# summary: fastest other TF path (b to e-hyb); package vs it, vs its unchecked call, "
           "vs JAX (f) and vs the dispatch floor")

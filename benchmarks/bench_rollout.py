@@ -54,10 +54,9 @@ import numpy as np  # noqa: E402
 
 import simulations  # noqa: E402
 from lnn import rollout  # noqa: E402
-from lnn.fast import JACOBIAN_XLA_AFTER_CALLS, JACOBIAN_XLA_MIN_BATCH  # noqa: E402
 from lnn.integrate import _SAMPLE_BLOCK  # noqa: E402
 from lnn.fast import FastLagrangian  # noqa: E402
-from lnn.models import LagrangianNetwork  # noqa: E402
+from lnn.models import LagrangianNetwork, compiled  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- the peer
@@ -286,12 +285,12 @@ def main() -> None:
                     for size in {batch, min(samples, _SAMPLE_BLOCK), samples % _SAMPLE_BLOCK} - {0}:
                         accel(np.resize(q0, (size, q0.shape[1])), np.resize(qd0, (size, q0.shape[1])))
                     if method == "Radau":
-                        # The model's Jacobian at a small batch turns to XLA after
-                        # JACOBIAN_XLA_AFTER_CALLS calls (rolling 256 trajectories out one
-                        # by one gets there in the first two): warm up to that steady state.
-                        warm = JACOBIAN_XLA_AFTER_CALLS + 1 if batch < JACOBIAN_XLA_MIN_BATCH else 1
-                        for _ in range(warm if name != "jax-jit" else 1):
+                        # The model's Jacobian turns to XLA once its batch size recurs,
+                        # compiled in the background (a rollout gets there in its first
+                        # steps): warm up to that steady state.
+                        for _ in range(compiled.XLA_AFTER_CALLS if name != "jax-jit" else 1):
                             jac(q0[:batch], qd0[:batch])
+                        compiled.wait()
                     system = Adapter(model, accel, jac, energy)
                     if name == "tf-eager":
                         wall, nfev = timed_rollout(system, q0[:1], qd0[:1], t, method, args.rtol,

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 
 __all__ = ["DemoConfig", "DemoResult", "DEMOS", "run_demo"]
 

@@ -34,7 +34,6 @@ gives the adjoints, :meth:`NumpyNet.tangent` a forward-mode tangent.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
 
 import keras
 import numpy as np

@@ -1,5 +1,5 @@
 """How tests/data/legacy_*.keras were written (run once, at fa8d6ed, before lnn/models/ existed; rerunning it now would write new files, not legacy ones)."""
-import numpy as np, lnn, json
+import numpy as np, lnn
 rng = np.random.default_rng(0)
 out = {}
 n = 2
