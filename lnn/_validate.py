@@ -76,13 +76,12 @@ def numeric_array(value, name: str, dtype=np.float64) -> np.ndarray:
         value = value.numpy()
     try:
         array = np.asarray(value)
-        if array.dtype.kind not in "fiub":
-            raise TypeError(array.dtype)
-        return array.astype(dtype, copy=False)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a numeric array, got {type(value).__name__}"
-                        + (f" of dtype {np.asarray(value).dtype}" if isinstance(exc, TypeError)
-                           and hasattr(value, "__len__") else "")) from None
+    except (TypeError, ValueError):  # ragged or otherwise not an array
+        raise TypeError(f"{name} must be a numeric array, got {type(value).__name__}") from None
+    if array.dtype.kind not in "fiub":
+        raise TypeError(f"{name} must be a numeric array, got {type(value).__name__} "
+                        f"of dtype {array.dtype}")
+    return array.astype(dtype, copy=False)
 
 
 def state(name: str, value, n: int | None, *, dtype=np.float64, batch: int | None = None,

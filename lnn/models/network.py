@@ -329,10 +329,9 @@ class LagrangianNetwork(keras.Model):
 
     def numpy_mechanics(self):
         """The kind's numpy twin of the current weights (:class:`lnn.models.NumpyKind`), or None."""
-        fmap = self.feature_map()
         inputs = self.input_map
         s, offset = inputs.affine_np(np.asarray(self.q_mean), np.asarray(self.q_std))
-        qd_scale = np.asarray(fmap.qd_scale, np.float64)
+        qd_scale = np.asarray(self.qd_std, np.float64)
 
         def fold(net):
             return NumpyNet.fold(net.layers(), inputs.n_features, s, offset, qd_scale,

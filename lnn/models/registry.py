@@ -84,7 +84,8 @@ class Kind:
     An instance belongs to one model (``self.model``); :meth:`build` creates
     the networks as attributes of the model, named in :attr:`networks` (the
     names are part of saved files). The mathematics reads the model's input
-    map: ``self.model.features(q)`` (``(x, basis)``), ``self.model.qd_scaled(qd)``.
+    map: ``self.model.features(q)`` (:class:`lnn.models.features.Features`) and the velocity
+    scale ``self.model.qd_std``.
 
     Class attributes
     ----------------
