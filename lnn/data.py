@@ -31,6 +31,7 @@ from lnn.trajectory import Trajectory
 __all__ = [
     "Dataset",
     "DatasetSplit",
+    "TimeSplitWarning",
     "Derivatives",
     "GravityCompensation",
     "Sinusoids",
@@ -59,6 +60,10 @@ EXCITATION_FREQUENCIES = (0.1, 1.0)
 EXCITATION_COMPONENTS = 3
 
 
+class TimeSplitWarning(UserWarning):
+    """A validation set was made of time blocks, the data having too few trajectories (:meth:`Dataset.split`)."""
+
+
 @dataclass(frozen=True, eq=False)
 class Dataset:
     """``N`` samples of trajectories of one mechanical system.
@@ -83,6 +88,12 @@ class Dataset:
         Which coordinates are angles; ``()`` on construction means none.
     dt : float
         Sampling interval (s) when uniform, NaN otherwise.
+    derivative_span : float
+        Time span (s) of the filter windows that estimated ``qd`` and ``qdd``
+        from positions (the widest), NaN when unknown or exact (simulated
+        data). :meth:`split` keeps time blocks of different parts at least
+        this far apart, so that no sample's derivatives share a raw sample
+        with another part's.
 
     Raises
     ------
@@ -102,6 +113,7 @@ class Dataset:
     parameters: dict = field(default_factory=dict)
     angular: tuple = ()
     dt: float = math.nan
+    derivative_span: float = math.nan
 
     def __post_init__(self) -> None:
         t = _float_array(self.t, "t")
@@ -144,6 +156,10 @@ class Dataset:
         object.__setattr__(self, "angular", angular)
         object.__setattr__(self, "parameters", _jsonable(dict(self.parameters)))
         object.__setattr__(self, "dt", float(self.dt) if self.dt is not None else math.nan)
+        span = math.nan if self.derivative_span is None else float(self.derivative_span)
+        if not (math.isnan(span) or (math.isfinite(span) and span >= 0)):
+            raise ValueError(f"Dataset.derivative_span must be >= 0 seconds or NaN; got {span!r}")
+        object.__setattr__(self, "derivative_span", span)
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -187,32 +203,70 @@ class Dataset:
             t=self.t[keep], q=self.q[keep], qd=self.qd[keep], qdd=self.qdd[keep],
             tau=self.tau[keep], trajectory=self.trajectory[keep], energy=self.energy[keep],
             system=self.system, parameters=self.parameters, angular=self.angular, dt=self.dt,
+            derivative_span=self.derivative_span,
         )
 
-    def split(self, *, fractions=(0.8, 0.1, 0.1), seed: int = 0) -> "DatasetSplit":
-        """Split by trajectory into disjoint training, validation and test sets.
+    def _rows(self, keep: np.ndarray, ids: np.ndarray) -> "Dataset":
+        """The samples where ``keep (N,)`` holds, with new trajectory ids ``ids (N,)``."""
+        return Dataset(
+            t=self.t[keep], q=self.q[keep], qd=self.qd[keep], qdd=self.qdd[keep],
+            tau=self.tau[keep], trajectory=ids[keep], energy=self.energy[keep],
+            system=self.system, parameters=self.parameters, angular=self.angular, dt=self.dt,
+            derivative_span=self.derivative_span,
+        )
 
-        Trajectories (never single samples) are shuffled with ``seed`` and cut
-        in the given proportions, so no trajectory leaks across the parts.
+    def split(self, *, fractions=(0.8, 0.1, 0.1), seed: int = 0, by: str = "trajectory",
+              block: float | None = None, margin: float | None = None) -> "DatasetSplit":
+        """Split into disjoint training, validation and test sets, by trajectory or by time block.
+
+        ``by="trajectory"``: trajectories (never single samples) are shuffled
+        with ``seed`` and cut in the given proportions, so no trajectory leaks
+        across the parts.
+
+        ``by="time"``: for a few long recordings (one robot log). Each
+        trajectory is cut into contiguous time blocks of about ``block``
+        seconds; the blocks are shuffled with ``seed`` and dealt to the parts
+        in the given proportions (by count of blocks); around every boundary
+        between blocks of different parts, the samples within ``margin / 2``
+        are dropped, so the parts' samples are at least ``margin`` apart in
+        time: with ``margin`` the span of the derivative filter, no sample's
+        ``qd``/``qdd`` shares a raw sample with another part's. Each
+        contiguous run of kept samples becomes a trajectory with a new id
+        (ids are unique across the parts).
+
+        ``by="auto"``: by trajectory when every part with a positive fraction
+        ``f`` would get at least one whole trajectory (``f K >= 1`` for ``K``
+        trajectories), else by time. This is what :func:`lnn.fit` (with
+        ``validation=`` a fraction) and ``lnn.identify`` use.
 
         Parameters
         ----------
         fractions : sequence of 3 floats
-            Non-negative proportions of trajectories for (train, validation,
-            test), summing to 1. A part with a positive fraction gets at least
-            one trajectory.
+            Non-negative proportions for (train, validation, test), summing
+            to 1. A part with a positive fraction gets at least one
+            trajectory (or block).
         seed : int
             Seed of the shuffle; the same seed gives the same split.
+        by : {"trajectory", "time", "auto"}
+            See above.
+        block : float, optional
+            Length of the time blocks (s); default: a tenth of the total
+            duration, and at least ``5 margin``.
+        margin : float, optional
+            Least time (s) between samples of different parts; default
+            :attr:`derivative_span` (0 when unknown).
 
         Returns
         -------
         DatasetSplit
+            With ``by`` the method used, ``margin`` and the number of samples
+            dropped between blocks.
 
         Raises
         ------
         ValueError
-            For invalid fractions, or fewer trajectories than parts with a
-            positive fraction.
+            For invalid fractions or options, or fewer trajectories (blocks)
+            than parts with a positive fraction.
         """
         fractions = np.asarray(fractions, dtype=np.float64)
         if fractions.shape != (3,) or not np.isfinite(fractions).all() or (fractions < 0).any() \
@@ -220,13 +274,22 @@ class Dataset:
             raise ValueError(
                 f"fractions must be 3 non-negative numbers summing to 1; got {fractions.tolist()}"
             )
+        if by not in ("trajectory", "time", "auto"):
+            raise ValueError(f"by must be 'trajectory', 'time' or 'auto'; got {by!r}")
         ids = self.trajectory_ids
         K = ids.shape[0]
+        if by == "auto":
+            positive = fractions[fractions > 0]
+            by = "trajectory" if (positive * K >= 1.0 - 1e-9).all() else "time"
+        if by == "time":
+            return self._split_time(fractions, seed=seed, block=block, margin=margin)
+        if block is not None or margin is not None:
+            raise ValueError("block and margin apply to by='time' (or 'auto' on few trajectories)")
         wanted = int((fractions > 0).sum())
         if K < wanted:
             raise ValueError(
                 f"cannot split {K} trajectory(ies) into {wanted} non-empty parts "
-                f"(fractions {fractions.tolist()})"
+                f"(fractions {fractions.tolist()}); use by='time' or by='auto' for time blocks"
             )
         counts = _apportion(fractions, K)
         shuffled = np.random.default_rng(seed).permutation(ids)
@@ -234,6 +297,65 @@ class Dataset:
         train, validation, test = (self.subset(np.sort(shuffled[a:b]))
                                    for a, b in zip(bounds[:-1], bounds[1:]))
         return DatasetSplit(train=train, validation=validation, test=test)
+
+    def _split_time(self, fractions: np.ndarray, *, seed: int, block, margin) -> "DatasetSplit":
+        """:meth:`split` by time blocks (see there)."""
+        if margin is None:
+            margin = 0.0 if math.isnan(self.derivative_span) else self.derivative_span
+        margin = _validate_seconds("margin", margin, zero=True)
+        groups = _groups(self.trajectory)
+        if not groups:
+            raise ValueError("the dataset is empty: it has no trajectory to split")
+        durations = [float(self.t[rows].max() - self.t[rows].min()) for _, rows in groups]
+        total = sum(durations)
+        block = max(total / 10.0, 5.0 * margin) if block is None else _validate_seconds("block", block)
+        blocks = []  # the rows of each block, in time order
+        for (_, rows), duration in zip(groups, durations):
+            rows = rows[np.argsort(self.t[rows], kind="stable")]
+            count = max(1, int(round(duration / block))) if block > 0 else 1
+            edges = self.t[rows].min() + duration * np.arange(1, count) / count
+            for piece in np.split(rows, np.searchsorted(self.t[rows], edges)):
+                if piece.size:
+                    blocks.append(piece)
+        wanted = int((fractions > 0).sum())
+        if len(blocks) < wanted:
+            raise ValueError(
+                f"cannot split {len(groups)} trajectory(ies) of {total:.4g} s in total into "
+                f"{wanted} non-empty parts of time blocks of {block:.4g} s (margin {margin:.4g} s); "
+                f"give a shorter block"
+            )
+        counts = _apportion(fractions, len(blocks))
+        order = np.random.default_rng(seed).permutation(len(blocks))
+        part_of_block = np.empty(len(blocks), dtype=np.int64)
+        part_of_block[order] = np.repeat(np.arange(3), counts)
+        part = np.empty(len(self), dtype=np.int64)
+        for b, rows in enumerate(blocks):
+            part[rows] = part_of_block[b]
+        keep = np.ones(len(self), dtype=bool)
+        run = np.empty(len(self), dtype=np.int64)
+        next_run = 0
+        for _, rows in groups:
+            rows = rows[np.argsort(self.t[rows], kind="stable")]
+            t, p = self.t[rows], part[rows]
+            changes = np.flatnonzero(p[1:] != p[:-1])
+            for c in changes:  # the boundary halfway between the two samples
+                boundary = 0.5 * (t[c] + t[c + 1])
+                keep[rows[np.abs(t - boundary) < 0.5 * margin]] = False
+            starts = np.concatenate([[0], changes + 1])
+            for a, b in zip(starts, np.concatenate([changes + 1, [rows.size]])):
+                run[rows[a:b]] = next_run
+                next_run += 1
+        parts = []
+        for k in range(3):
+            selected = keep & (part == k)
+            if fractions[k] > 0 and not selected.any():
+                raise ValueError(
+                    f"the time blocks of part {('train', 'validation', 'test')[k]} lie entirely "
+                    f"within the margin ({margin:.4g} s) of their neighbours; give a longer block "
+                    f"(got {block:.4g} s)")
+            parts.append(self._rows(selected, run))
+        return DatasetSplit(train=parts[0], validation=parts[1], test=parts[2], by="time",
+                            margin=margin, dropped=int((~keep).sum()), block=block)
 
     # ---------------------------------------------------------- trajectories
     def trajectories(self) -> list[Trajectory]:
@@ -365,8 +487,63 @@ class Dataset:
             qd[rows], qdd[rows] = estimate.qd, estimate.qdd
             steps.append(_uniform_step(t[rows]))
         dt = steps[0] if steps and all(s == steps[0] for s in steps) else math.nan
+        span = math.nan
+        if method == "savgol":
+            used = window if window is not None else min(
+                11, max(int(rows.shape[0]) - 1 + int(rows.shape[0]) % 2 for _, rows in _groups(ids)))
+            span = used * float(np.nanmax(steps)) if not all(math.isnan(x) for x in steps) else math.nan
         return cls(t=t, q=q, qd=qd, qdd=qdd, tau=tau, trajectory=ids, system=system,
-                   parameters=parameters or {}, angular=angular, dt=dt)
+                   parameters=parameters or {}, angular=angular, dt=dt, derivative_span=span)
+
+    @classmethod
+    def from_csv(cls, paths, *, time, q, qd=None, tau, angular=False, time_scale: float = 1.0,
+                 delimiter: str | None = None, step: float | None = None,
+                 max_gap: float | None = None, window: int | None = None, order: int = 4,
+                 trim: bool = True, velocity: str = "q") -> "Dataset":
+        """Read measured CSV logs: drop repeated samples, split at gaps, resample, differentiate.
+
+        The dataset of :func:`lnn.logs.import_csv` (which also returns the
+        :class:`lnn.logs.ImportReport`: rows dropped, gaps, the step, the
+        windows); :mod:`lnn.logs` documents each step and the rules behind
+        the defaults (the Savitzky–Golay windows follow from the sampling
+        rate, the noise and the motion's bandwidth).
+
+        Parameters
+        ----------
+        paths : str, os.PathLike or sequence of them
+            CSV files; several files are several trajectories (and a file
+            with gaps several more).
+        time : str or int
+            The time column: header name or 0-based index.
+        q, tau : sequence of str or int
+            The ``n`` position and generalized-force columns.
+        qd : sequence of str or int, optional
+            ``n`` measured velocity columns (compared with the derivative of
+            the positions; used for ``qd`` when ``velocity="measured"``).
+        angular : bool or sequence of bool
+            Which coordinates are angles that may wrap (unwrapped); default
+            False: none (nothing is guessed about the robot).
+        time_scale, delimiter, step, max_gap, window, order, trim, velocity
+            As in :func:`lnn.logs.import_csv`.
+
+        Returns
+        -------
+        Dataset
+            ``t (N,)`` (from 0 at each file's first sample), ``q, qd, qdd,
+            tau (N, n)``, trajectory ids through the files in order.
+
+        Raises
+        ------
+        FileNotFoundError, ValueError
+            For missing files or columns, non-numeric cells, time going
+            backwards, logs too short for the window (naming the file, line,
+            column or argument).
+        """
+        from lnn.logs import import_csv
+
+        return import_csv(paths, time=time, q=q, qd=qd, tau=tau, angular=angular,
+                          time_scale=time_scale, delimiter=delimiter, step=step, max_gap=max_gap,
+                          window=window, order=order, trim=trim, velocity=velocity).dataset
 
     # --------------------------------------------------------------------- I/O
     def save(self, path, *, overwrite: bool = False) -> None:
@@ -389,7 +566,9 @@ class Dataset:
         write_npz(path, {name: getattr(self, name) for name in _ARRAYS}, kind=_KIND,
                   metadata={"system": self.system, "parameters": self.parameters,
                             "angular": list(self.angular),
-                            "dt": None if math.isnan(self.dt) else self.dt},
+                            "dt": None if math.isnan(self.dt) else self.dt,
+                            "derivative_span": None if math.isnan(self.derivative_span)
+                            else self.derivative_span},
                   overwrite=overwrite)
 
     @classmethod
@@ -420,24 +599,50 @@ class Dataset:
                        system=str(metadata.get("system", "")),
                        parameters=metadata.get("parameters") or {},
                        angular=tuple(metadata.get("angular") or ()),
-                       dt=metadata.get("dt"))
+                       dt=metadata.get("dt"), derivative_span=metadata.get("derivative_span"))
         except (ValueError, TypeError) as exc:
             raise ValueError(f"{str(path)!r} holds an invalid dataset: {exc}") from exc
 
 
 @dataclass(frozen=True)
 class DatasetSplit:
-    """A split of a :class:`Dataset` by trajectory.
+    """A split of a :class:`Dataset` (:meth:`Dataset.split`).
 
     Attributes
     ----------
     train, validation, test : Dataset
-        Disjoint sets of whole trajectories.
+        Disjoint sets of whole trajectories (``by="trajectory"``) or of
+        contiguous time blocks, each block a trajectory (``by="time"``).
+    by : str
+        ``"trajectory"`` or ``"time"``.
+    margin : float
+        Least time (s) between samples of different parts (0 by trajectory).
+    dropped : int
+        Samples dropped within the margin of the boundaries between blocks.
+    block : float
+        Length of the time blocks (s); NaN by trajectory.
     """
 
     train: Dataset
     validation: Dataset
     test: Dataset
+    by: str = "trajectory"
+    margin: float = 0.0
+    dropped: int = 0
+    block: float = math.nan
+
+    def describe(self) -> str:
+        """One line saying how the split was made (what :func:`lnn.fit` warns on time blocks)."""
+        sizes = [len(p) for p in (self.train, self.validation, self.test)]
+        total = sum(sizes) + self.dropped
+        share = ", ".join(f"{name} {size / total:.1%}" for name, size in
+                          zip(("train", "validation", "test"), sizes) if size)
+        if self.by == "trajectory":
+            return (f"split by trajectory: {self.train.n_trajectories}/"
+                    f"{self.validation.n_trajectories}/{self.test.n_trajectories} trajectories "
+                    f"({share} of the samples)")
+        return (f"split by time blocks of {self.block:.4g} s ({share} of the samples), "
+                f"{self.dropped} samples dropped within {self.margin:.4g} s between parts")
 
 
 # ------------------------------------------------------------------- generation
@@ -999,6 +1204,15 @@ def _uniform_step(t: np.ndarray) -> float:
     steps = np.diff(t)
     step = float(np.mean(steps))
     return step if np.abs(steps - step).max() <= 1e-9 * max(abs(step), np.abs(t).max()) else math.nan
+
+
+def _validate_seconds(name: str, value, *, zero: bool = False) -> float:
+    """A finite duration in seconds, > 0 (or >= 0 with ``zero``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(value)) or float(value) < 0 or (float(value) == 0 and not zero):
+        raise ValueError(f"{name} must be a finite number of seconds {'>=' if zero else '>'} 0; "
+                         f"got {value!r}")
+    return float(value)
 
 
 def _apportion(fractions: np.ndarray, K: int) -> np.ndarray:

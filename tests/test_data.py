@@ -244,6 +244,108 @@ def test_split_keeps_positive_parts_non_empty_and_rejects_bad_fractions(small):
         small.subset([2]).split()
 
 
+def _recording(duration=10.0, dt=0.01, *, span=0.2, trajectories=1):
+    """A long recording (as imported from a log) with a known derivative span."""
+    t = np.arange(int(round(duration / dt))) * dt
+    T = t.shape[0]
+    q = np.column_stack([np.sin(t), np.cos(t)])
+    return Dataset(t=np.tile(t, trajectories), q=np.tile(q, (trajectories, 1)),
+                   qd=np.tile(q, (trajectories, 1)), qdd=np.tile(q, (trajectories, 1)),
+                   tau=np.tile(q, (trajectories, 1)),
+                   trajectory=np.repeat(np.arange(trajectories), T), dt=dt, derivative_span=span)
+
+
+def test_split_by_time_holds_out_contiguous_blocks_a_window_apart():
+    data = _recording()
+    split = data.split(fractions=(0.7, 0.2, 0.1), seed=1, by="time")
+    assert split.by == "time" and split.margin == 0.2 and split.block == 1.0  # 5 margins
+    parts = (split.train, split.validation, split.test)
+    # Ids are unique across the parts; every new trajectory is a contiguous, uniform run.
+    ids = [set(p.trajectory_ids.tolist()) for p in parts]
+    assert not (ids[0] & ids[1]) and not (ids[0] & ids[2]) and not (ids[1] & ids[2])
+    for part in parts:
+        for piece in part.trajectories():
+            np.testing.assert_allclose(np.diff(piece.t), 0.01, atol=1e-12)
+    # 10 blocks of 1 s dealt 7/2/1; samples of different parts at least the span apart.
+    sizes = np.array([len(p) for p in parts])
+    assert sizes.sum() + split.dropped == len(data)
+    np.testing.assert_allclose(sizes / sizes.sum(), [0.7, 0.2, 0.1], atol=0.04)
+    for a in range(3):
+        for b in range(a + 1, 3):
+            gap = np.abs(parts[a].t[:, None] - parts[b].t[None, :]).min()
+            assert gap >= 0.2 - 1e-9
+    assert 0 < split.dropped <= 9 * 20  # at most 9 boundaries of 0.2 s at 100 Hz
+    # Each sample keeps its values.
+    rows = np.searchsorted(data.t, split.validation.t)
+    np.testing.assert_array_equal(split.validation.q, data.q[rows])
+    again = data.split(fractions=(0.7, 0.2, 0.1), seed=1, by="time")
+    np.testing.assert_array_equal(again.validation.t, split.validation.t)
+    other = data.split(fractions=(0.7, 0.2, 0.1), seed=2, by="time")
+    assert not np.array_equal(other.validation.t, split.validation.t)
+    assert "split by time blocks of 1 s" in split.describe()
+    assert f"{split.dropped} samples dropped within 0.2 s between parts" in split.describe()
+
+
+def test_split_auto_uses_trajectories_when_there_are_enough():
+    many = _recording(duration=1.0, trajectories=10)
+    assert many.split(fractions=(0.9, 0.1, 0.0), by="auto").by == "trajectory"
+    few = _recording(duration=2.0, trajectories=3)
+    split = few.split(fractions=(0.9, 0.1, 0.0), by="auto", margin=0.0)
+    assert split.by == "time" and split.dropped == 0
+    assert len(split.validation) + len(split.train) == len(few)
+    assert split.validation.n_trajectories >= 1 and len(split.test) == 0
+
+
+def test_split_by_time_rejects_what_cannot_be_split():
+    data = _recording(duration=1.0, span=0.0)
+    with pytest.raises(ValueError, match=r"cannot split 1 trajectory\(ies\) of 0.99 s .* give a "
+                                         r"shorter block"):
+        data.split(fractions=(0.8, 0.2, 0.0), by="time", block=5.0)
+    with pytest.raises(ValueError, match="margin must be a finite number of seconds >= 0; got -1"):
+        data.split(by="time", margin=-1)
+    with pytest.raises(ValueError, match="by must be 'trajectory', 'time' or 'auto'; got 'blocks'"):
+        data.split(by="blocks")
+    with pytest.raises(ValueError, match="block and margin apply to by='time'"):
+        data.split(by="trajectory", block=1.0)
+    wide = _recording(duration=1.0, span=0.3)
+    with pytest.raises(ValueError, match="lie entirely within the margin"):
+        wide.split(fractions=(0.5, 0.5, 0.0), by="time", block=0.1)
+
+
+def test_derivative_span_is_saved_and_set_by_from_positions(tmp_path):
+    data = _recording(span=0.25)
+    data.save(tmp_path / "d.npz")
+    assert Dataset.load(tmp_path / "d.npz").derivative_span == 0.25
+    assert data.subset([0]).derivative_span == 0.25
+    t = np.arange(200) * 0.01
+    q = np.sin(t)[:, None]
+    assert Dataset.from_positions(t, q, window=31).derivative_span == pytest.approx(0.31)
+    assert Dataset.from_positions(t, q).derivative_span == pytest.approx(0.11)
+    assert np.isnan(Dataset.from_positions(t, q, method="spline").derivative_span)
+    with pytest.raises(ValueError, match="derivative_span must be >= 0 seconds or NaN"):
+        Dataset(t=t, q=q, qd=q, qdd=q, tau=q, trajectory=np.zeros(200, int), derivative_span=-1.0)
+
+
+def test_fit_validation_on_one_recording_holds_out_time_blocks_and_warns():
+    from lnn.data import TimeSplitWarning
+    from lnn.train._data import split, validation_split
+
+    data = _recording(span=0.2)
+    with pytest.warns(TimeSplitWarning, match=r"validation=0.1: the dataset has 1 trajectory"
+                                              r"\(ies\), fewer than 1/0.1, so the validation set is "
+                                              r"made of time blocks: split by time blocks"):
+        train, validation = split(data, 0.1, seed=0)
+    assert len(validation) > 0 and len(train) > 0
+    assert np.abs(train.t[:, None] - validation.t[None, :]).min() >= 0.2 - 1e-9
+    many = _recording(duration=1.0, trajectories=10)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        parts = validation_split(many, 0.1, seed=0)
+    assert parts.by == "trajectory" and parts.validation.n_trajectories == 1
+
+
 # -------------------------------------------------------------- trajectories
 
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["Pipeline", "TrainingData", "arrays", "prepare", "rollout_windows", "split"]
+__all__ = ["Pipeline", "TrainingData", "arrays", "prepare", "rollout_windows", "split",
+           "validation_split"]
 
 _KEYS = ("q", "qd", "qdd", "tau")
 
@@ -59,13 +60,53 @@ def split(dataset, validation, seed: int):
             raise TypeError(
                 f"validation={validation!r} needs a dataset with split(), got {type(dataset).__name__}"
             )
-        parts = dataset.split(fractions=(1.0 - fraction, fraction, 0.0), seed=seed)
+        parts = validation_split(dataset, fraction, seed=seed)
         return parts.train, parts.validation
     if hasattr(validation, "q"):
         return dataset, validation
     raise TypeError(
         f"validation must be a Dataset, a fraction in (0, 1) or None, got {type(validation).__name__}"
     )
+
+
+def validation_split(dataset, fraction: float, *, seed: int, stacklevel: int = 5):
+    """Hold out ``fraction`` of a Dataset for validation: whole trajectories, or time blocks.
+
+    ``dataset.split(fractions=(1 - fraction, fraction, 0), seed=seed, by="auto")``:
+    whole trajectories when there are at least ``1 / fraction`` of them, else
+    contiguous time blocks kept a derivative window apart
+    (:meth:`lnn.Dataset.split`), with a :class:`lnn.data.TimeSplitWarning`
+    saying so (the library prints nothing; warnings reach the CLI's stderr).
+    :func:`lnn.fit` and ``lnn.identify`` share it.
+
+    Parameters
+    ----------
+    dataset : lnn.Dataset
+    fraction : float
+        In ``(0, 1)``.
+    seed : int
+        Seed of the split.
+    stacklevel : int
+        Of the warning (5: the caller of :func:`lnn.fit`, through ``prepare`` and ``split``).
+
+    Returns
+    -------
+    lnn.DatasetSplit
+    """
+    import warnings
+
+    from lnn.data import TimeSplitWarning
+
+    try:
+        parts = dataset.split(fractions=(1.0 - fraction, fraction, 0.0), seed=seed, by="auto")
+    except TypeError:  # a Dataset-like object whose split() knows trajectories only
+        return dataset.split(fractions=(1.0 - fraction, fraction, 0.0), seed=seed)
+    if getattr(parts, "by", "trajectory") == "time":
+        warnings.warn(
+            f"validation={fraction!r}: the dataset has {dataset.n_trajectories} trajectory(ies), "
+            f"fewer than 1/{fraction!r}, so the validation set is made of time blocks: "
+            f"{parts.describe()}", TimeSplitWarning, stacklevel=stacklevel)
+    return parts
 
 
 def rollout_windows(arrays: dict, horizon: int) -> tuple[np.ndarray, float]:
