@@ -4,7 +4,10 @@ Every system is a frozen dataclass of its physical parameters with the
 ``lnn.MechanicalSystem`` interface, vectorised over any leading batch shape:
 ``mass_matrix``, ``potential_energy``, ``kinetic_energy``, ``energy``,
 ``acceleration``, ``inverse_dynamics``, ``acceleration_jacobian``,
-``positions``, ``sample_state`` and ``parameters``.
+``positions``, ``sample_state`` and ``parameters``. :class:`PlanarArm` and
+:class:`URDFRobot` accept joint friction (:class:`Friction`: viscous, smooth
+Coulomb and a torque offset, the model of ``lnn``'s friction terms and of
+``lnn.baseline.least_squares``); :func:`panda` accepts a :class:`Payload`.
 
 :data:`SYSTEMS` maps each built-in name to a factory;
 :func:`make_system` builds one by name with keyword parameters.
@@ -16,12 +19,17 @@ from typing import Any, Callable
 
 from simulations.base import State
 from simulations.cart_pole import CartPole
+from simulations.friction import FRICTION_VELOCITY, Friction
 from simulations.pendulum import DoublePendulum, NPendulum, Pendulum
 from simulations.planar_arm import PlanarArm
-from simulations.urdf import URDFRobot, example_robot_data_path, panda
+from simulations.urdf import Payload, URDFRobot, example_robot_data_path, panda, undefined_links
 
 __all__ = [
     "State",
+    "Friction",
+    "FRICTION_VELOCITY",
+    "Payload",
+    "undefined_links",
     "Pendulum",
     "DoublePendulum",
     "NPendulum",

@@ -11,6 +11,13 @@ float64 arrays, and :class:`MechanicalBase` derives the public, validated,
 vectorised interface of the ``lnn.MechanicalSystem`` protocol from them:
 energies, forward dynamics (``np.linalg.solve`` on the stacked mass
 matrices), inverse dynamics and a finite-difference acceleration Jacobian.
+
+A system with a ``friction`` field (a :class:`simulations.Friction` or
+``None``) gets joint friction in every public dynamics method: the hooks
+describe the frictionless rigid body, and the base adds the friction torque
+``tau_f(qd) + o`` to ``bias_force`` and ``inverse_dynamics`` and subtracts it
+from the applied torque in ``acceleration`` and ``acceleration_jacobian``.
+The energy is unchanged (friction is a generalized force, not a potential).
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from simulations.friction import Friction, as_friction
 
 __all__ = ["MechanicalBase", "State", "as_rng"]
 
@@ -137,6 +146,8 @@ def _as_float(name: str, value: Any) -> float:
 
 
 def _jsonable(value: Any) -> Any:
+    if isinstance(value, Friction):
+        return value.parameters()
     if isinstance(value, (tuple, list)):
         return [_jsonable(v) for v in value]
     if isinstance(value, (np.floating, float)):
@@ -178,6 +189,24 @@ class MechanicalBase:
         if tau is not None:
             rhs = rhs + tau
         return np.linalg.solve(self._mass_matrix(q), rhs[..., None])[..., 0]
+
+    # --------------------------------------------------------------- friction
+    def _friction_torque(self, qd: np.ndarray) -> np.ndarray | None:
+        """``tau_f(qd) + o`` of the system's ``friction`` field, ``None`` without friction."""
+        friction = getattr(self, "friction", None)
+        return None if friction is None else friction.torque(qd)
+
+    def _forward(self, q: np.ndarray, qd: np.ndarray, tau: np.ndarray | None) -> np.ndarray:
+        """Forward dynamics with friction: ``_acceleration`` of ``tau - tau_f(qd) - o``."""
+        torque = self._friction_torque(qd)
+        if torque is not None:
+            tau = -torque if tau is None else tau - torque
+        return self._acceleration(q, qd, tau)
+
+    def _check_friction(self) -> None:
+        """Normalise the ``friction`` field (``Friction``, its dict or ``None``) in ``__post_init__``."""
+        friction = as_friction(getattr(self, "friction", None))
+        object.__setattr__(self, "friction", friction)
 
     # ------------------------------------------------------------- validation
     def _check(self, name: str, value: Any) -> np.ndarray:
@@ -286,7 +315,7 @@ class MechanicalBase:
         return kinetic + self._potential(q)
 
     def acceleration(self, q: Any, qd: Any, tau: Any = None) -> np.ndarray:
-        """Forward dynamics ``qdd = M(q)^-1 (tau - b(q, qd))``.
+        """Forward dynamics ``qdd = M(q)^-1 (tau - b(q, qd))`` (``b`` includes friction).
 
         Parameters
         ----------
@@ -299,10 +328,10 @@ class MechanicalBase:
         ndarray, shape ``(..., n_dof)``
         """
         q, qd, tau = self._check_many(q=q, qd=qd, tau=tau)
-        return self._acceleration(q, qd, tau)
+        return self._forward(q, qd, tau)
 
     def inverse_dynamics(self, q: Any, qd: Any, qdd: Any) -> np.ndarray:
-        """Inverse dynamics ``tau = M(q) qdd + b(q, qd)``.
+        """Inverse dynamics ``tau = M(q) qdd + b(q, qd)`` (``b`` includes friction).
 
         Parameters
         ----------
@@ -314,7 +343,9 @@ class MechanicalBase:
             The generalized force that produces ``qdd``.
         """
         q, qd, qdd = self._check_many(q=q, qd=qd, qdd=qdd)
-        return self._inverse_dynamics(q, qd, qdd)
+        tau = self._inverse_dynamics(q, qd, qdd)
+        torque = self._friction_torque(qd)
+        return tau if torque is None else tau + torque
 
     def bias_force(self, q: Any, qd: Any) -> np.ndarray:
         """Bias force ``b(q, qd) = tau - M qdd``: Coriolis, gravity and friction.
@@ -328,7 +359,9 @@ class MechanicalBase:
         ndarray, shape ``(..., n_dof)``
         """
         q, qd = self._check_many(q=q, qd=qd)
-        return self._bias(q, qd)
+        bias = self._bias(q, qd)
+        torque = self._friction_torque(qd)
+        return bias if torque is None else bias + torque
 
     def positions(self, q: Any) -> np.ndarray:
         """Cartesian points of the system: the pivot or base first, then one per body.
@@ -370,8 +403,8 @@ class MechanicalBase:
         xp = x[..., None, :] + delta
         xm = x[..., None, :] - delta
         tau_b = None if tau is None else np.broadcast_to(tau[..., None, :], xp.shape[:-1] + (n,))
-        ap = self._acceleration(xp[..., :n], xp[..., n:], tau_b)
-        am = self._acceleration(xm[..., :n], xm[..., n:], tau_b)
+        ap = self._forward(xp[..., :n], xp[..., n:], tau_b)
+        am = self._forward(xm[..., :n], xm[..., n:], tau_b)
         # (x+h) - (x-h) is not exactly 2h in floating point: divide by the true difference.
         h2 = np.diagonal(xp - xm, axis1=-2, axis2=-1)  # (..., 2n)
         jac_t = (ap - am) / h2[..., :, None]  # (..., 2n, n)

@@ -2,7 +2,10 @@
 
 Pinocchio's Python API evaluates one configuration per call, so every method
 loops over the flattened batch and restores the batch shape; the model is
-parsed once, lazily, and cached on the (frozen) instance.
+parsed once, lazily, and cached on the (frozen) instance
+(:attr:`URDFRobot.pinocchio_model`). A robot may carry joint friction
+(:class:`simulations.Friction`) and a rigid payload the URDF does not know
+(:class:`Payload`).
 """
 
 from __future__ import annotations
@@ -12,15 +15,19 @@ import math
 import os
 import site
 import sys
+import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from simulations.base import MechanicalBase, State, as_rng, check_nonnegative
+from simulations.base import MechanicalBase, State, as_rng, check_nonnegative, check_positive
+from simulations.friction import Friction
 
-__all__ = ["URDFRobot", "panda", "example_robot_data_path"]
+__all__ = ["URDFRobot", "Payload", "panda", "example_robot_data_path", "undefined_links"]
+
+_MISSING_LINKS = ("error", "add")
 
 _EXTRA_HINT = "install the robots extra: pip install 'lnn[robots]'"
 _PANDA_URDF = "panda_description/urdf/panda.urdf"
@@ -71,14 +78,141 @@ def example_robot_data_path(relative: str) -> Path:
 
 
 @dataclass(frozen=True)
+class Payload:
+    """A rigid body the URDF does not know, attached to a link of the robot.
+
+    Parameters
+    ----------
+    mass : float
+        Mass in kg (> 0).
+    com : sequence of 3 float
+        Centre of mass in the frame ``frame``, m.
+    inertia : sequence of 6 float
+        Rotational inertia about the centre of mass, in the axes of
+        ``frame``, in the URDF order ``(ixx, ixy, ixz, iyy, iyz, izz)``
+        (kg m^2); it must be positive semi-definite. Default: a point mass.
+    frame : str, optional
+        A Pinocchio frame (a URDF link or joint name, e.g. ``"panda_hand"``)
+        in which ``com`` and ``inertia`` are expressed; the body is rigidly
+        attached to that frame's parent joint. ``None`` (the default): the
+        frame of the last joint of the model.
+
+    Raises
+    ------
+    ValueError
+        For a mass <= 0, a non-finite entry or an inertia that is not positive
+        semi-definite.
+    """
+
+    mass: float
+    com: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    inertia: tuple[float, float, float, float, float, float] = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    frame: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mass", check_positive("Payload.mass", self.mass))
+        for name, size in (("com", 3), ("inertia", 6)):
+            value = getattr(self, name)
+            if isinstance(value, str) or np.shape(value) != (size,):
+                raise ValueError(f"Payload.{name} must be a sequence of {size} numbers; got {value!r}")
+            numbers = tuple(float(v) for v in value)
+            if not all(math.isfinite(v) for v in numbers):
+                raise ValueError(f"Payload.{name} must be finite; got {value!r}")
+            object.__setattr__(self, name, numbers)
+        if np.linalg.eigvalsh(self.inertia_matrix).min() < -1e-12 * max(1.0, max(map(abs, self.inertia))):
+            raise ValueError(f"Payload.inertia must be positive semi-definite; got {self.inertia!r}")
+        if self.frame is not None and not isinstance(self.frame, str):
+            raise TypeError(f"Payload.frame must be a frame name or None; got {self.frame!r}")
+
+    @property
+    def inertia_matrix(self) -> np.ndarray:
+        """The rotational inertia about the centre of mass, shape ``(3, 3)``."""
+        xx, xy, xz, yy, yz, zz = self.inertia
+        return np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
+
+    def parameters(self) -> dict:
+        """JSON-serialisable fields: ``Payload(**payload.parameters()) == payload``."""
+        return {"mass": self.mass, "com": list(self.com), "inertia": list(self.inertia), "frame": self.frame}
+
+
+def _as_payload(value: Any) -> Payload | None:
+    if value is None or isinstance(value, Payload):
+        return value
+    if isinstance(value, dict):
+        return Payload(**value)
+    raise TypeError(f"payload must be a simulations.Payload, its parameters() dict or None; got {value!r}")
+
+
+def undefined_links(path: str | os.PathLike) -> tuple[str, ...]:
+    """Links that the joints of a URDF file name but that the file never defines.
+
+    Exporters for Drake weld the base to a ``world`` link that they leave
+    undefined; strict parsers (urdfdom, hence Pinocchio) refuse such a file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The URDF file.
+
+    Returns
+    -------
+    tuple of str
+        The undefined link names, in the order of first use.
+
+    Raises
+    ------
+    ValueError
+        When the file is not XML.
+    """
+    try:
+        root = ElementTree.parse(os.fspath(path)).getroot()
+    except ElementTree.ParseError as exc:
+        raise ValueError(f"cannot read URDF file {os.fspath(path)}: {exc}") from exc
+    defined = {link.get("name") for link in root.iter("link")}
+    missing: list[str] = []
+    for joint in root.iter("joint"):
+        for end in ("parent", "child"):
+            element = joint.find(end)
+            name = None if element is None else element.get("link")
+            if name is not None and name not in defined and name not in missing:
+                missing.append(name)
+    return tuple(missing)
+
+
+def _urdf_text(path: str, missing_links: str) -> str | None:
+    """The URDF text with the undefined links added (``"add"``), ``None`` when none is missing.
+
+    Raises the explanatory ``ValueError`` for ``missing_links="error"``.
+    """
+    missing = undefined_links(path)
+    if not missing:
+        return None
+    if missing_links == "error":
+        names = ", ".join(repr(m) for m in missing)
+        tags = " ".join(f'<link name="{m}"/>' for m in missing)
+        raise ValueError(
+            f"URDF file {path} names the link(s) {names} in its joints but never defines them "
+            f"(a Drake habit: the base welded to an undefined 'world'); Pinocchio refuses such a file. "
+            f"Fix the file (add {tags} inside <robot>, or drop the joints that use them), or load it "
+            f"with URDFRobot.from_urdf(path, missing_links='add'), which adds the empty link(s) in memory."
+        )
+    tree = ElementTree.parse(path)
+    root = tree.getroot()
+    for index, name in enumerate(missing):
+        root.insert(index, ElementTree.Element("link", {"name": name}))
+    return ElementTree.tostring(root, encoding="unicode")
+
+
+@dataclass(frozen=True)
 class URDFRobot(MechanicalBase):
     """A fixed-base robot described by a URDF file, simulated by Pinocchio.
 
     ``q`` are the joint positions of the unlocked joints in the model's
     order (radians for revolute joints, metres for prismatic ones), ``tau``
     the joint torques/forces. The dynamics are those of the rigid-body tree
-    (``crba``, ``nonLinearEffects``, ``aba``, ``rnea``); the URDF's joint
-    damping and friction are **not** modelled, so unforced motion conserves
+    (``crba``, ``nonLinearEffects``, ``aba``, ``rnea``) plus, when given, the
+    joint friction ``friction``; the URDF's own ``<dynamics damping friction>``
+    are **not** read, so without ``friction`` unforced motion conserves
     energy.
 
     Parameters
@@ -92,6 +226,17 @@ class URDFRobot(MechanicalBase):
         Gravity vector in the base frame, m/s^2.
     name : str
         Registry name of the robot (``"urdf"``, or ``"panda"`` for :func:`panda`).
+    friction : Friction or dict, optional
+        Joint friction ``tau_f(qd) + o`` that the motors must overcome
+        (:class:`simulations.Friction`); ``energy`` ignores it.
+    payload : Payload or dict, optional
+        A rigid body added to the model (:class:`Payload`), e.g. a tool or a
+        grasped object that the URDF does not know.
+    missing_links : {"error", "add"}
+        What to do with links that the joints name but the file never
+        defines (:func:`undefined_links`): ``"error"`` (the default) raises a
+        ``ValueError`` naming them and the fix; ``"add"`` adds them as empty
+        links, in memory (the file is not changed).
 
     Notes
     -----
@@ -105,6 +250,9 @@ class URDFRobot(MechanicalBase):
     locked_joints: tuple[str, ...] = ()
     gravity: tuple[float, float, float] = (0.0, 0.0, -9.81)
     name: str = "urdf"
+    friction: Friction | None = None
+    payload: Payload | None = None
+    missing_links: str = "error"
     _cache: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -121,13 +269,18 @@ class URDFRobot(MechanicalBase):
         if not all(math.isfinite(v) for v in gravity):
             raise ValueError(f"gravity must be finite; got {self.gravity!r}")
         object.__setattr__(self, "gravity", gravity)
+        self._check_friction()
+        object.__setattr__(self, "payload", _as_payload(self.payload))
+        if self.missing_links not in _MISSING_LINKS:
+            raise ValueError(f"missing_links must be one of {_MISSING_LINKS}; got {self.missing_links!r}")
         if not os.path.isfile(self.path):
             raise FileNotFoundError(f"URDF file not found: {self.path}")
 
     @classmethod
     def from_urdf(cls, path: str | os.PathLike, locked_joints: tuple[str, ...] = (),
                   gravity: tuple[float, float, float] = (0.0, 0.0, -9.81), *,
-                  name: str = "urdf") -> URDFRobot:
+                  name: str = "urdf", friction: Friction | None = None, payload: Payload | None = None,
+                  missing_links: str = "error") -> URDFRobot:
         """Load a robot from a URDF file and parse it at once (errors surface here).
 
         Parameters
@@ -140,12 +293,27 @@ class URDFRobot(MechanicalBase):
             Gravity vector in the base frame, m/s^2.
         name : str
             Registry name recorded with datasets.
+        friction : Friction, optional
+            Joint friction (:class:`simulations.Friction`).
+        payload : Payload, optional
+            A rigid body added to the model (:class:`Payload`).
+        missing_links : {"error", "add"}
+            ``"add"`` loads a file whose joints name undefined links (the
+            ``world`` of Drake exports) by adding them as empty links in memory;
+            ``"error"`` raises a ``ValueError`` that names them.
 
         Returns
         -------
         URDFRobot
+
+        Raises
+        ------
+        ValueError
+            When the file cannot be parsed (the message names the file and, for
+            undefined links, the links and the fix).
         """
-        robot = cls(path=path, locked_joints=tuple(locked_joints), gravity=tuple(gravity), name=name)
+        robot = cls(path=path, locked_joints=tuple(locked_joints), gravity=tuple(gravity), name=name,
+                    friction=friction, payload=payload, missing_links=missing_links)
         robot._model()
         return robot
 
@@ -159,8 +327,9 @@ class URDFRobot(MechanicalBase):
         cache = self._cache
         if cache is None:
             pin = _import_pinocchio()
+            text = _urdf_text(self.path, self.missing_links)
             try:
-                full = pin.buildModelFromUrdf(self.path)
+                full = pin.buildModelFromUrdf(self.path) if text is None else pin.buildModelFromXML(text)
             except Exception as exc:  # pinocchio raises ValueError/RuntimeError on bad files
                 raise ValueError(f"cannot read URDF file {self.path}: {exc}") from exc
             known = [n for n in full.names[1:]]
@@ -180,11 +349,45 @@ class URDFRobot(MechanicalBase):
                     f"limits as a revolute one, or locked); {self.path} has {', '.join(unsupported)}"
                 )
             model.gravity.linear = np.array(self.gravity)
+            if self.payload is not None:
+                self._attach(pin, model, self.payload)
+            if self.friction is not None:
+                self.friction.check_joints(model.nv, f"{self.name} robot {self.path}")
             angular = tuple(j.shortname().startswith(("JointModelR", "JointModelRevolute"))
                             for j in model.joints[1:])
             cache = (pin, model, model.createData(), angular)
             object.__setattr__(self, "_cache", cache)
         return cache
+
+    def _attach(self, pin, model, payload: Payload) -> None:
+        """Add the payload's inertia to the joint that carries its frame."""
+        if payload.frame is None:
+            joint, placement = model.njoints - 1, pin.SE3.Identity()
+        else:
+            if not model.existFrame(payload.frame):
+                frames = [f.name for f in model.frames]
+                raise ValueError(f"payload frame {payload.frame!r} is not a frame of {self.path}; "
+                                 f"its frames are {frames}")
+            frame = model.frames[model.getFrameId(payload.frame)]
+            joint, placement = frame.parentJoint, frame.placement
+        body = pin.Inertia(payload.mass, np.array(payload.com), payload.inertia_matrix)
+        model.appendBodyToJoint(joint, body, placement)
+
+    @property
+    def pinocchio_model(self):
+        """The Pinocchio ``Model`` of the robot, parsed once and cached.
+
+        Locked joints removed, the payload added to its joint's inertia and the
+        gravity set; friction is not part of it. Read joint placements
+        (``model.jointPlacements``), axes (``model.joints``) and inertias
+        (``model.inertias``) from it; it is shared by the robot's methods, so
+        copy it (``pinocchio.Model(robot.pinocchio_model)``) before changing it.
+
+        Returns
+        -------
+        pinocchio.Model
+        """
+        return self._model()[1]
 
     @property
     def n_dof(self) -> int:
@@ -213,11 +416,19 @@ class URDFRobot(MechanicalBase):
         Returns
         -------
         dict
-            ``path``, ``locked_joints`` and ``gravity``; for :func:`panda` the
-            path is left out when it is the installed example-robot-data file,
-            so that ``make_system("panda", **params)`` works on any machine.
+            ``path``, ``locked_joints`` and ``gravity``, and ``friction``,
+            ``payload`` and ``missing_links`` when they differ from their
+            defaults; for :func:`panda` the path is left out when it is the
+            installed example-robot-data file, so that
+            ``make_system("panda", **params)`` works on any machine.
         """
         params = {"path": self.path, "locked_joints": list(self.locked_joints), "gravity": list(self.gravity)}
+        if self.friction is not None:
+            params["friction"] = self.friction.parameters()
+        if self.payload is not None:
+            params["payload"] = self.payload.parameters()
+        if self.missing_links != "error":
+            params["missing_links"] = self.missing_links
         if self.name == "panda":
             try:
                 default = str(example_robot_data_path(_PANDA_URDF))
@@ -291,12 +502,22 @@ class URDFRobot(MechanicalBase):
         if tau is None:
             tau = np.zeros_like(q)
         n = model.nv
+        torque = self._friction_torque(qd)
+        if torque is None:
+            def _one(qi, vi, ti):
+                ddq_dq, ddq_dv, _ = pin.computeABADerivatives(model, data, qi, vi, ti)
+                return np.concatenate([ddq_dq, ddq_dv], axis=1)
 
-        def _one(qi, vi, ti):
-            ddq_dq, ddq_dv, _ = pin.computeABADerivatives(model, data, qi, vi, ti)
-            return np.concatenate([ddq_dq, ddq_dv], axis=1)
+            return self._loop(_one, (n, 2 * n), q, qd, tau)
+        # qdd = aba(q, qd, tau - tau_f(qd) - o): d/dqd gains -M^-1 diag(d tau_f / d qd).
+        slope = self.friction.torque_derivative(qd)
 
-        return self._loop(_one, (n, 2 * n), q, qd, tau)
+        def _with_friction(qi, vi, ti, si):
+            ddq_dq, ddq_dv, minv = pin.computeABADerivatives(model, data, qi, vi, ti)
+            minv = np.triu(minv) + np.triu(minv, 1).T
+            return np.concatenate([ddq_dq, ddq_dv - minv * si[None, :]], axis=1)
+
+        return self._loop(_with_friction, (n, 2 * n), q, qd, tau - torque, slope)
 
     def sample_state(self, n: int, *, rng: Any = None, margin: float = 0.05,
                      velocity_scale: float = 1.0) -> State:
@@ -341,7 +562,8 @@ class URDFRobot(MechanicalBase):
 
 
 def panda(*, path: str | os.PathLike | None = None, locked_joints: tuple[str, ...] = _PANDA_FINGERS,
-          gravity: tuple[float, float, float] = (0.0, 0.0, -9.81)) -> URDFRobot:
+          gravity: tuple[float, float, float] = (0.0, 0.0, -9.81), friction: Friction | None = None,
+          payload: Payload | None = None) -> URDFRobot:
     """The 7-DOF Franka Emika Panda of ``example-robot-data``, fingers locked closed.
 
     Parameters
@@ -354,6 +576,13 @@ def panda(*, path: str | os.PathLike | None = None, locked_joints: tuple[str, ..
         seven arm joints (``n_dof = 7``).
     gravity : sequence of 3 float
         Gravity vector in the base frame, m/s^2.
+    friction : Friction or dict, optional
+        Joint friction of the seven joints (:class:`simulations.Friction`).
+    payload : Payload or dict, optional
+        A load the URDF does not know, e.g.
+        ``Payload(mass=0.8, com=(0, 0, 0.1), frame="panda_hand")`` for 0.8 kg
+        10 cm beyond the hand's frame (default frame: the frame of
+        ``panda_joint7``).
 
     Returns
     -------
@@ -368,4 +597,5 @@ def panda(*, path: str | os.PathLike | None = None, locked_joints: tuple[str, ..
     _import_pinocchio()
     if path is None:
         path = example_robot_data_path(_PANDA_URDF)
-    return URDFRobot.from_urdf(path, tuple(locked_joints), tuple(gravity), name="panda")
+    return URDFRobot.from_urdf(path, tuple(locked_joints), tuple(gravity), name="panda", friction=friction,
+                               payload=payload)

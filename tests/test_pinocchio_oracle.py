@@ -247,3 +247,100 @@ def test_panda_rollout_conserves_energy(panda):
     scale = max(abs(energy[0]), panda.kinetic_energy(q, qd).max())
     assert np.abs(energy - energy[0]).max() / scale < 1e-8
     assert np.ptp(panda.potential_energy(q)) > 1.0  # the arm really fell and exchanged energy
+
+
+# ------------------------------------------------------- friction and payload
+def test_urdf_friction_and_its_exact_jacobian(tmp_path):
+    friction = simulations.Friction(viscous=(0.2, 0.1), coulomb=(0.3, 0.2), offset=(0.05, -0.02), velocity=0.2)
+    path = _arm_urdf(tmp_path / "arm.urdf", (1.2, 0.8), (1.0, 0.6))
+    robot = URDFRobot.from_urdf(path, friction=friction)
+    arm = PlanarArm(masses=(1.2, 0.8), lengths=(1.0, 0.6), friction=friction)
+    q, qd, tau = _states(arm)
+    np.testing.assert_allclose(robot.inverse_dynamics(q, qd, tau), arm.inverse_dynamics(q, qd, tau),
+                               rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(robot.acceleration(q, qd, tau), arm.acceleration(q, qd, tau), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(robot.bias_force(q, qd), robot.inverse_dynamics(q, qd, np.zeros_like(q)), atol=1e-12)
+    np.testing.assert_allclose(robot.acceleration_jacobian(q, qd, tau), arm.acceleration_jacobian(q, qd, tau),
+                               rtol=1e-6, atol=1e-6)
+    params = robot.parameters()
+    assert json.loads(json.dumps(params)) == params and URDFRobot(**params) == robot
+    with pytest.raises(ValueError, match=r"friction has 3 per-joint coefficients but urdf robot .*n_dof=2"):
+        URDFRobot.from_urdf(path, friction=simulations.Friction(coulomb=(0.1, 0.1, 0.1)))
+
+
+def test_panda_payload_is_a_rigid_body_on_the_hand(panda):
+    payload = simulations.Payload(mass=0.8, com=(0.01, 0.0, 0.1), inertia=(1e-3, 0.0, 0.0, 1e-3, 0.0, 2e-3),
+                                  frame="panda_hand")
+    loaded = simulations.panda(payload=payload)
+    # Reference: the same body appended by hand at the hand frame's placement.
+    reference = pin.Model(panda.pinocchio_model)
+    frame = reference.frames[reference.getFrameId("panda_hand")]
+    body = pin.Inertia(0.8, np.array([0.01, 0.0, 0.1]), np.diag([1e-3, 1e-3, 2e-3]))
+    reference.inertias[frame.parentJoint] = reference.inertias[frame.parentJoint] + frame.placement.act(body)
+    total = sum(reference.inertias[i].mass for i in range(1, reference.njoints))
+    assert sum(loaded.pinocchio_model.inertias[i].mass for i in range(1, 8)) == pytest.approx(total, rel=1e-14)
+    assert total == pytest.approx(sum(panda.pinocchio_model.inertias[i].mass for i in range(1, 8)) + 0.8)
+    q, qd, tau = _states(panda, size=5)
+    data = reference.createData()
+    expected = np.array([pin.rnea(reference, data, a, b, c) for a, b, c in zip(q, qd, tau)])
+    np.testing.assert_allclose(loaded.inverse_dynamics(q, qd, tau), expected, rtol=1e-10, atol=1e-10)
+    assert np.abs(loaded.inverse_dynamics(q, qd, tau) - panda.inverse_dynamics(q, qd, tau)).max() > 0.1
+    params = loaded.parameters()
+    assert json.loads(json.dumps(params)) == params and simulations.make_system("panda", **params) == loaded
+    # The default frame is the last joint's.
+    at_joint = simulations.panda(payload=simulations.Payload(mass=0.8))
+    assert at_joint.pinocchio_model.inertias[7].mass == pytest.approx(panda.pinocchio_model.inertias[7].mass + 0.8)
+    with pytest.raises(ValueError, match=r"payload frame 'gripper' is not a frame of .*panda.urdf"):
+        simulations.panda(payload=simulations.Payload(mass=1.0, frame="gripper"))
+    with pytest.raises(ValueError, match=r"Payload.mass must be a finite number > 0; got -1"):
+        simulations.Payload(mass=-1)
+    with pytest.raises(ValueError, match=r"Payload.inertia must be positive semi-definite"):
+        simulations.Payload(mass=1.0, inertia=(-1.0, 0.0, 0.0, 1.0, 0.0, 1.0))
+
+
+def test_pinocchio_model_is_the_parsed_model(panda):
+    model = panda.pinocchio_model
+    assert model is panda.pinocchio_model and model.nv == panda.n_dof == 7
+    assert tuple(model.names[1:]) == panda.joint_names
+    np.testing.assert_array_equal(model.gravity.linear, [0.0, 0.0, -9.81])
+
+
+# ------------------------------------------------------ undefined world link
+def test_undefined_world_link_is_explained_and_can_be_added(tmp_path):
+    source = _arm_urdf(tmp_path / "arm.urdf", (1.2, 0.8), (1.0, 0.6)).read_text()
+    drake = tmp_path / "drake.urdf"
+    drake.write_text(source.replace('<link name="base"/>', '<link name="base"/>\n  <joint name="weld" '
+                                    'type="fixed"><parent link="world"/><child link="base"/></joint>'))
+    assert simulations.undefined_links(drake) == ("world",)
+    assert simulations.undefined_links(tmp_path / "arm.urdf") == ()
+    with pytest.raises(ValueError, match=r"URDF file .*drake.urdf names the link\(s\) 'world' .*never defines them"
+                                         r".*add <link name=\"world\"/> .*missing_links='add'"):
+        URDFRobot.from_urdf(drake)
+    robot = URDFRobot.from_urdf(drake, missing_links="add")
+    reference = URDFRobot.from_urdf(tmp_path / "arm.urdf")
+    assert robot.n_dof == 2 and robot.joint_names == ("joint1", "joint2")
+    q, qd, tau = _states(reference)
+    np.testing.assert_allclose(robot.acceleration(q, qd, tau), reference.acceleration(q, qd, tau), atol=1e-12)
+    assert robot.parameters()["missing_links"] == "add" and URDFRobot(**robot.parameters()) == robot
+    assert drake.read_text().count("<link") == source.count("<link")  # the file is not changed
+    with pytest.raises(ValueError, match=r"missing_links must be one of \('error', 'add'\); got 'ignore'"):
+        URDFRobot(path=str(drake), missing_links="ignore")
+
+
+DFKI_URDF = (__import__("pathlib").Path(__file__).resolve().parents[2] / "shared" / "data"
+             / "dfki_double_pendulum" / "double_pendulum.urdf")
+
+
+@pytest.mark.skipif(not DFKI_URDF.is_file(), reason="the shared DFKI data are not beside the repository")
+def test_dfki_double_pendulum_urdf():
+    with pytest.raises(ValueError, match=r"double_pendulum.urdf names the link\(s\) 'world'"):
+        URDFRobot.from_urdf(DFKI_URDF)
+    robot = URDFRobot.from_urdf(DFKI_URDF, missing_links="add")
+    assert robot.n_dof == 2 and robot.joint_names == ("Joint1", "Joint2") and robot.angular == (True, True)
+    # Hanging down at q = 0 (gravity -z, links along -z): no gravity torque there, the least potential energy.
+    np.testing.assert_allclose(robot.bias_force(np.zeros(2), np.zeros(2)), 0.0, atol=1e-3)
+    angles = np.linspace(-np.pi, np.pi, 73)
+    grid = np.stack(np.meshgrid(angles, angles), -1).reshape(-1, 2)
+    assert np.allclose(grid[np.argmin(robot.potential_energy(grid))], 0.0, atol=0.09)
+    # Swinging joint 1 by +pi/2 raises the arm: gravity torque (bias) positive, of m g r size.
+    assert 0.5 < robot.bias_force(np.array([np.pi / 2, 0.0]), np.zeros(2))[0] < 5.0

@@ -11,7 +11,7 @@ import pytest
 from scipy.integrate import solve_ivp
 
 import simulations
-from simulations import CartPole, DoublePendulum, NPendulum, Pendulum, PlanarArm, URDFRobot
+from simulations import CartPole, DoublePendulum, Friction, NPendulum, Pendulum, PlanarArm, URDFRobot
 
 SEED = 20240611
 
@@ -26,7 +26,9 @@ ANALYTIC = [
     PlanarArm(masses=(1.2, 0.8), lengths=(1.0, 0.6)),
     PlanarArm(masses=(2.0, 1.0, 0.5), lengths=(0.8, 0.6, 0.4)),
 ]
-DAMPED = [Pendulum(damping=0.3), PlanarArm(masses=(1.0, 2.0, 1.0), lengths=(1.0, 0.5, 0.7), damping=0.2)]
+DAMPED = [Pendulum(damping=0.3), PlanarArm(masses=(1.0, 2.0, 1.0), lengths=(1.0, 0.5, 0.7), damping=0.2),
+          PlanarArm(masses=(1.2, 0.8), lengths=(1.0, 0.6), damping=0.05,
+                    friction=Friction(viscous=(0.2, 0.1), coulomb=(0.3, 0.1), velocity=0.1))]
 
 
 def _id(system):
@@ -93,6 +95,8 @@ def test_power_balance(system):
     e_minus = system.energy(q - h * qd, qd - h * qdd)
     damping = getattr(system, "damping", 0.0)
     expected = np.sum(qd * tau, axis=-1) - damping * np.sum(qd * qd, axis=-1)
+    if getattr(system, "friction", None) is not None:
+        expected = expected - np.sum(qd * system.friction.torque(qd), axis=-1)
     np.testing.assert_allclose((e_plus - e_minus) / (2 * h), expected, rtol=1e-6, atol=1e-6)
 
 
@@ -268,6 +272,74 @@ def test_sample_state_is_reproducible_and_in_range(system):
     angles = a.q[:, np.array(system.angular)]
     assert np.all((angles >= -np.pi) & (angles < np.pi))
     assert not np.array_equal(system.sample_state(64, rng=4).q, a.q)
+
+
+# ------------------------------------------------------------------ friction
+def test_friction_torque_closed_form_and_dissipation():
+    friction = Friction(viscous=(0.1, 0.0, 0.3), coulomb=0.2, offset=(0.05, -0.1, 0.0), velocity=0.02)
+    qd = np.random.default_rng(SEED).normal(size=(50, 3))
+    np.testing.assert_allclose(friction.torque(qd),
+                               np.array([0.1, 0.0, 0.3]) * qd + 0.2 * np.tanh(qd / 0.02) + [0.05, -0.1, 0.0],
+                               rtol=1e-15)
+    force = friction.force(qd)
+    np.testing.assert_allclose(force, -(friction.torque(qd) - np.array([0.05, -0.1, 0.0])), rtol=1e-15)
+    assert np.all(np.sum(qd * force, axis=-1) <= 0)
+    h = 1e-7
+    np.testing.assert_allclose(friction.torque_derivative(qd),
+                               (friction.torque(qd + h) - friction.torque(qd - h)) / (2 * h), rtol=1e-5, atol=1e-6)
+    assert Friction().torque(np.ones((2, 4))).shape == (2, 4) and friction.n_joints == 3
+
+
+def test_friction_enters_the_dynamics_of_a_planar_arm():
+    friction = Friction(viscous=(0.2, 0.1), coulomb=(0.3, 0.2), offset=(0.05, -0.02))
+    arm = PlanarArm(masses=(1.2, 0.8), lengths=(1.0, 0.6), friction=friction)
+    bare = PlanarArm(masses=(1.2, 0.8), lengths=(1.0, 0.6))
+    q, qd, tau = _random_state(arm, 40)
+    np.testing.assert_allclose(arm.inverse_dynamics(q, qd, tau), bare.inverse_dynamics(q, qd, tau)
+                               + friction.torque(qd), rtol=1e-14, atol=1e-14)
+    np.testing.assert_allclose(arm.acceleration(q, qd, tau), bare.acceleration(q, qd, tau - friction.torque(qd)),
+                               rtol=1e-14, atol=1e-14)
+    np.testing.assert_array_equal(arm.energy(q, qd), bare.energy(q, qd))
+    np.testing.assert_array_equal(arm.mass_matrix(q), bare.mass_matrix(q))
+    # damping keeps its meaning: the same as a uniform viscous friction.
+    damped = PlanarArm(masses=(1.2, 0.8), lengths=(1.0, 0.6), damping=0.3)
+    viscous = PlanarArm(masses=(1.2, 0.8), lengths=(1.0, 0.6), friction=Friction(viscous=0.3))
+    np.testing.assert_allclose(damped.acceleration(q, qd, tau), viscous.acceleration(q, qd, tau), rtol=1e-12,
+                               atol=1e-12)
+
+
+def test_friction_round_trips_through_parameters_and_make_system():
+    arm = PlanarArm(masses=(1.0, 2.0), lengths=(0.5, 0.5),
+                    friction=Friction(viscous=(0.1, 0.2), coulomb=0.3, offset=(0.0, -0.1), velocity=0.05))
+    params = arm.parameters()
+    assert params["friction"] == {"viscous": [0.1, 0.2], "coulomb": 0.3, "offset": [0.0, -0.1], "velocity": 0.05}
+    assert json.loads(json.dumps(params)) == params
+    rebuilt = simulations.make_system("planar-arm", **params)
+    assert rebuilt == arm and hash(rebuilt) == hash(arm) and isinstance(rebuilt.friction, Friction)
+    assert PlanarArm().parameters()["friction"] is None
+    assert simulations.make_system("planar-arm", **PlanarArm().parameters()) == PlanarArm()
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(viscous=-0.1), ValueError, r"Friction.viscous must be >= 0 .*got -0.1"),
+    (dict(coulomb=(0.1, -0.2)), ValueError, r"Friction.coulomb must be >= 0 .*got \(0.1, -0.2\)"),
+    (dict(velocity=0.0), ValueError, r"Friction.velocity must be a finite number > 0; got 0.0"),
+    (dict(offset=float("nan")), ValueError, r"Friction.offset must be finite"),
+    (dict(viscous=(0.1, 0.2), coulomb=(0.1, 0.2, 0.3)), ValueError, r"one length; got lengths"),
+    (dict(viscous="0.1"), TypeError, r"Friction.viscous must be a number or a sequence"),
+])
+def test_bad_friction_is_named(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        Friction(**kwargs)
+
+
+def test_friction_must_fit_the_system():
+    with pytest.raises(ValueError, match=r"friction has 3 per-joint coefficients but planar-arm has n_dof=2"):
+        PlanarArm(friction=Friction(viscous=(0.1, 0.1, 0.1)))
+    with pytest.raises(TypeError, match=r"friction must be a simulations.Friction, its parameters\(\) dict"):
+        PlanarArm(friction=0.1)
+    with pytest.raises(TypeError, match=r"friction has unknown keys \['stiction'\]"):
+        PlanarArm(friction={"stiction": 0.1})
 
 
 # ----------------------------------------------------------------- bad input

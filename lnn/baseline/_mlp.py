@@ -1,4 +1,4 @@
-"""The field's baseline: a plain MLP that predicts accelerations directly.
+"""The field's baseline: a plain MLP that predicts accelerations directly (:class:`AccelerationMLP`).
 
 Every paper on Lagrangian and Hamiltonian networks compares against a
 multilayer perceptron mapping the state to ``qdd`` with no physics inside.
