@@ -10,18 +10,39 @@ Public API (see each object's docstring):
 - :func:`generate`, :func:`excitation_trajectories`, :class:`Dataset` — datasets of simulated
   or logged trajectories
 - :class:`LagrangianNetwork`, :func:`load_model` — the learned Lagrangian
-- :class:`AccelerationMLP` — the field's plain-MLP baseline (:mod:`lnn.baseline`)
+- :class:`AccelerationMLP` — the field's plain-MLP baseline (:mod:`lnn.baseline`, which also holds
+  :func:`lnn.baseline.least_squares`, classical identification of a robot's base parameters)
 - :mod:`lnn.mechanics` — mass matrix, accelerations, torques, energies of any Lagrangian
-- :func:`fit`, :class:`History` — training; :mod:`lnn.metrics` — evaluation
+- :func:`identify` — the recipe for robots with measured torques (:mod:`lnn.identification`)
+- :func:`fit`, :class:`History` — training; :func:`evaluate`, :mod:`lnn.metrics` — evaluation
 - :mod:`lnn.plot` — figures and animations
+- the exceptions and warnings a user can meet: :class:`IntegrationError`,
+  :class:`MassMatrixError`, :class:`IndefiniteMassMatrixError`,
+  :class:`TrainingDivergedError`, :class:`IdentifiabilityWarning`,
+  :class:`RuntimeFallbackWarning`
 """
+
+from typing import TYPE_CHECKING
 
 from lnn._version import __version__
 from lnn.system import MechanicalSystem
 from lnn.trajectory import Trajectory
 from lnn.integrate import IntegrationError, rollout
-from lnn.data import (Dataset, DatasetSplit, Derivatives, estimate_derivatives,
+from lnn.data import (Dataset, DatasetSplit, Derivatives, TimeSplitWarning, estimate_derivatives,
                       excitation_trajectories, generate)
+from lnn import logs
+
+if TYPE_CHECKING:  # the lazy names below, for type checkers and the API reference
+    from lnn import baseline, mechanics, metrics, plot
+    from lnn._runtime import RuntimeFallbackWarning
+    from lnn.baseline._mlp import AccelerationMLP
+    from lnn.baseline import NonPhysicalMassMatrixError
+    from lnn.fast import IndefiniteMassMatrixError
+    from lnn.mechanics import MassMatrixError
+    from lnn.metrics import evaluate
+    from lnn.identification import IdentifiedModel, identify
+    from lnn.models import LagrangianNetwork, load_model
+    from lnn.train import History, IdentifiabilityWarning, TrainingDivergedError, fit
 
 __all__ = [
     "__version__",
@@ -35,6 +56,8 @@ __all__ = [
     "DatasetSplit",
     "Derivatives",
     "estimate_derivatives",
+    "logs",
+    "TimeSplitWarning",
     "LagrangianNetwork",
     "load_model",
     "AccelerationMLP",
@@ -42,8 +65,17 @@ __all__ = [
     "mechanics",
     "fit",
     "History",
+    "identify",
+    "IdentifiedModel",
+    "evaluate",
     "metrics",
     "plot",
+    "MassMatrixError",
+    "IndefiniteMassMatrixError",
+    "NonPhysicalMassMatrixError",
+    "TrainingDivergedError",
+    "IdentifiabilityWarning",
+    "RuntimeFallbackWarning",
 ]
 
 # TensorFlow- and matplotlib-heavy parts load on first use, so ``import lnn``
@@ -54,6 +86,15 @@ _LAZY = {
     "AccelerationMLP": "lnn.baseline",
     "fit": "lnn.train",
     "History": "lnn.train",
+    "evaluate": "lnn.metrics",
+    "identify": "lnn.identification",
+    "IdentifiedModel": "lnn.identification",
+    "MassMatrixError": "lnn.mechanics",
+    "IndefiniteMassMatrixError": "lnn.fast",
+    "NonPhysicalMassMatrixError": "lnn.baseline",
+    "TrainingDivergedError": "lnn.train",
+    "IdentifiabilityWarning": "lnn.train",
+    "RuntimeFallbackWarning": "lnn._runtime",
     "mechanics": None,
     "metrics": None,
     "plot": None,

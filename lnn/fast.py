@@ -111,6 +111,9 @@ class FastLagrangian:
     dtype : numpy.dtype
     damping : numpy.ndarray or None, shape ``(n, n)``
         The learned viscous damping ``D`` (None without damping).
+    forces : tuple of lnn.models.forces.NumpyForce
+        Every learned force term (damping, friction, offset): ``f(q, qd)``
+        joins ``tau`` on the right-hand side.
     mechanics : lnn.models.NumpyKind or None
         The kind's numpy twin (None: the model's TensorFlow methods are called).
     """
@@ -123,6 +126,7 @@ class FastLagrangian:
     inputs: object
     mechanics: object
     model: object = dataclasses.field(repr=False, default=None)
+    forces: tuple = ()
 
     @classmethod
     def from_model(cls, model) -> "FastLagrangian":
@@ -149,9 +153,18 @@ class FastLagrangian:
         dtype = np.dtype(str(model.dtype))
         mech = model.numpy_mechanics()
         damping = model.damping_force.numpy(dtype) if model.damping else None
+        forces = tuple(term.numpy(dtype) for term in getattr(model, "forces", ()))
         return cls(n_dof=int(model.n_dof), angular=tuple(bool(a) for a in model.angular),
                    kind=model.kind, dtype=dtype, damping=damping, inputs=model.input_map,
-                   mechanics=mech, model=None if mech is not None else model)
+                   mechanics=mech, model=None if mech is not None else model, forces=forces)
+
+    def _force(self, q, qd):
+        """The sum of the learned forces ``f(q, qd)`` (B, n), or None without any."""
+        total = None
+        for term in self.forces:
+            f = term.force(q, qd)
+            total = f if total is None else total + f
+        return total
 
     # -- inputs ------------------------------------------------------------------
     def _inputs(self, *pairs):
@@ -164,18 +177,21 @@ class FastLagrangian:
         if self.mechanics is None:  # a kind without a numpy twin: the model's compiled calls
             mass = np.asarray(self.model.mass_matrix(q, qd))
             rhs = -np.asarray(self.model.inverse_dynamics(q, qd, np.zeros_like(q)))
-            if self.damping is not None:  # inverse_dynamics includes + D qd: take it out
-                rhs = rhs + qd @ self.damping.T
-            return mass, rhs
+            force = self._force(q, qd)  # inverse_dynamics includes -f: take it out
+            return mass, rhs if force is None else rhs - force
         return self.mechanics.dynamics(q, qd, self.inputs.basis_np(q))
 
-    def acceleration(self, q, qd, tau=None) -> np.ndarray:
+    def acceleration(self, q, qd, tau=None, *, on_failure: str = "raise") -> np.ndarray:
         """Forward dynamics ``qdd = M^{-1} (dL/dq - (d2L/dqd dq) qd + tau - D qd)``.
 
         Parameters
         ----------
         q, qd : array_like, shape ``(B, n)`` or ``(n,)``
         tau : array_like, same shape, optional
+        on_failure : {"raise", "mask"}, keyword-only
+            For samples whose ``M`` is not positive definite: raise for the
+            batch (naming them), or return NaN in their rows and the others'
+            accelerations.
 
         Returns
         -------
@@ -184,16 +200,35 @@ class FastLagrangian:
         Raises
         ------
         IndefiniteMassMatrixError
-            (a ``ValueError``) if ``M`` is not positive definite for some
-            samples; its ``trajectories`` lists them.
+            (a ``ValueError``, ``on_failure="raise"``) if ``M`` is not
+            positive definite for some samples; its ``trajectories`` lists them.
         """
+        if on_failure not in ("raise", "mask"):
+            raise ValueError(f"on_failure must be one of ('raise', 'mask'); got {on_failure!r}")
         (q, qd, tau), single = self._inputs(("q", q), ("qd", qd), ("tau", tau))
         mass, rhs = self._dynamics(q, qd)
         if tau is not None:
             rhs = rhs + tau
-        if self.damping is not None:
-            rhs = rhs - qd @ self.damping.T
-        qdd = self._solve(mass, rhs)
+        force = self._force(q, qd)
+        if force is not None:
+            rhs = rhs + force
+        try:
+            qdd = self._solve(mass, rhs)
+        except IndefiniteMassMatrixError as error:
+            if on_failure == "raise":
+                raise
+            bad = np.zeros(mass.shape[0], dtype=bool)
+            bad[list(error.trajectories)] = True
+            bad |= ~np.all(np.isfinite(mass), axis=(1, 2))
+            qdd = np.full(rhs.shape, np.nan, dtype=rhs.dtype)
+            rows = np.flatnonzero(~bad)
+            while rows.size:  # the health report and Cholesky may disagree at rounding level
+                try:
+                    qdd[rows] = self._solve(mass[rows], rhs[rows])
+                    break
+                except IndefiniteMassMatrixError as again:
+                    refused = rows[list(again.trajectories)] if again.trajectories else rows
+                    rows = np.setdiff1d(rows, refused)
         return qdd[0] if single else qdd
 
     def inverse_dynamics(self, q, qd, qdd) -> np.ndarray:
@@ -210,8 +245,9 @@ class FastLagrangian:
         (q, qd, qdd), single = self._inputs(("q", q), ("qd", qd), ("qdd", qdd))
         mass, rhs = self._dynamics(q, qd)
         tau = (mass @ qdd[..., None])[..., 0] - rhs
-        if self.damping is not None:
-            tau = tau + qd @ self.damping.T
+        force = self._force(q, qd)
+        if force is not None:
+            tau = tau - force
         return tau[0] if single else tau
 
     def energy(self, q, qd) -> np.ndarray:

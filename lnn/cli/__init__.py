@@ -24,7 +24,9 @@ __all__ = ["COMMAND_MODULES", "ProgressBar", "build_parser", "import_tensorflow_
 COMMAND_MODULES = (
     "lnn.cli.systems",
     "lnn.cli.simulate",
+    "lnn.cli.import_",
     "lnn.cli.train",
+    "lnn.cli.identify",
     "lnn.cli.evaluate",
     "lnn.cli.rollout",
     "lnn.cli.plot",
@@ -32,7 +34,7 @@ COMMAND_MODULES = (
 )
 
 #: Verbs that never need TensorFlow (they start faster without importing it).
-_WITHOUT_TENSORFLOW = frozenset({"systems", "simulate"})
+_WITHOUT_TENSORFLOW = frozenset({"systems", "simulate", "import"})
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,7 +13,10 @@ module                         holds
                                input derivatives
 :mod:`~lnn.models.activations`  one table of activations (value, slope, curvature; TF and numpy)
 :mod:`~lnn.models.features`    the one input map (``sin/cos`` of angles, affine scaling)
-:mod:`~lnn.models.damping`     the learned viscous damping force
+:mod:`~lnn.models.rigid_body`  the rigid-body prior kind (trainable physical inertias)
+:mod:`~lnn.models.chain`       :class:`RigidBodyChain`, pseudo-inertias, log-Cholesky coordinates
+:mod:`~lnn.models.forces`      the registry of learned forces (damping, viscous, Coulomb, offset)
+:mod:`~lnn.models.damping`     the learned viscous damping matrix
 :mod:`~lnn.models.compiled`    compiled calls: graph mode at once, XLA off the caller's path
 :mod:`~lnn.models.saving`      :func:`load_model`
 =============================  ===============================================================
@@ -24,9 +27,11 @@ A new kind is one module defining a :class:`Kind` subclass decorated with
 
 from lnn.models.registry import KINDS, Kind, NumpyKind, Terms, kind_names, register_kind
 from lnn.models import black_box, kinetic_potential, structured  # noqa: F401  (register the kinds)
+from lnn.models import rigid_body  # noqa: F401  (registers "rigid-body")
+from lnn.models.chain import RigidBodyChain
 from lnn.models.features import FeatureMap
 from lnn.models.network import LagrangianNetwork
 from lnn.models.saving import load_model
 
-__all__ = ["FeatureMap", "KINDS", "Kind", "LagrangianNetwork", "NumpyKind", "Terms", "kind_names",
+__all__ = ["FeatureMap", "RigidBodyChain", "KINDS", "Kind", "LagrangianNetwork", "NumpyKind", "Terms", "kind_names",
            "load_model", "register_kind"]

@@ -7,8 +7,9 @@ by side), and it never branches on a kind. Angular coordinates enter the
 networks as ``(sin q_i, cos q_i)``, the others as ``(q_i - mean_i) / std_i``,
 velocities as ``qd_i / qd_std_i`` (:mod:`lnn.models.features`; scales set by
 :meth:`LagrangianNetwork.adapt`, saved with the model). Optional learned
-viscous damping adds the generalized force ``-D qd``
-(:mod:`lnn.models.damping`).
+forces join the Lagrangian's: viscous damping ``-D qd`` (``damping=True``)
+and per-joint friction (``friction="viscous+coulomb"``; the registry of
+:mod:`lnn.models.forces`).
 
 The public methods validate their inputs and run a compiled operation
 (:mod:`lnn.models.compiled`: graph mode at once, XLA for recurring batch
@@ -28,7 +29,7 @@ from lnn import _validate, mechanics
 from lnn.mechanics import MassMatrixHealth, PowerBalance
 from lnn.models.activations import ACTIVATIONS
 from lnn.models.compiled import CompiledOp
-from lnn.models.damping import ViscousDamping
+from lnn.models.forces import FORCES, FRICTION_VELOCITY, friction_names
 from lnn.models.features import FeatureMap, Features, InputMap
 from lnn.models.mlp import MLPLayer, NumpyNet
 from lnn.models.registry import KINDS
@@ -57,10 +58,14 @@ def _hidden_widths(hidden) -> tuple[int, ...]:
     return widths
 
 
-def _check_options(kind, activation, convex, convex_init, epsilon):
+def _check_options(kind, activation, convex, convex_init, epsilon, prior=None, residual=False):
     """The kind class and ``convex_init`` after checking the kind-dependent options."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {tuple(KINDS)}, got {kind!r}")
+    if (prior is not None or residual) and not KINDS[kind].takes_prior:
+        prior_kinds = [k for k, c in KINDS.items() if c.takes_prior]
+        raise ValueError(f"prior= and residual= apply to kind {' or '.join(map(repr, prior_kinds))} only, "
+                         f"got kind {kind!r}")
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
     cls = KINDS[kind]
@@ -104,10 +109,23 @@ class LagrangianNetwork(keras.Model):
     damping : bool
         Learn a constant positive-definite viscous damping ``D``; the
         generalized force ``-D qd`` is added to ``tau``.
+    friction : str, optional
+        Learned per-joint friction forces added to ``tau``
+        (:mod:`lnn.models.forces`): ``"viscous+coulomb"`` (``-b qd - c
+        tanh(qd / v0)``, ``b, c >= 0``), ``"viscous"``, ``"coulomb"``, any of
+        them ``+ "offset"`` (a constant torque bias ``-o``), or None (default).
+    friction_velocity : float
+        The smoothing velocity ``v0 > 0`` of the Coulomb term (rad/s or m/s).
     convex : bool
         Input-convex kinetic MLP (kinds that allow it: ``"kinetic-potential"``).
     epsilon : float
         The ``epsilon I`` added to ``M`` by the structured and convex models.
+    prior : optional
+        The rigid body of kind ``"rigid-body"``: a
+        :class:`lnn.models.chain.RigidBodyChain`, a ``simulations.URDFRobot``
+        or a ``simulations.PlanarArm`` (:mod:`lnn.models.rigid_body`).
+    residual : bool
+        Kind ``"rigid-body"``: add a structured residual Lagrangian network.
     dtype : {"float32", "float64"}
         Weights, computations and outputs.
     seed : int, optional
@@ -137,18 +155,24 @@ class LagrangianNetwork(keras.Model):
 
     def __init__(self, n_dof: int, *, kind: str = "kinetic-potential", hidden=(128, 128),
                  activation: str = "softplus", angular=None, damping: bool = False,
+                 friction: str | None = None, friction_velocity: float = FRICTION_VELOCITY,
                  convex: bool = False, epsilon: float = 1e-4, dtype: str = "float32",
                  seed: int | None = None, convex_init: bool | None = None, xla: bool = True,
-                 name: str | None = None, **kwargs) -> None:
+                 prior=None, residual: bool = False, name: str | None = None, **kwargs) -> None:
         n_dof = _validate.positive("n_dof", n_dof, integer=True)
-        kind_cls, convex_init = _check_options(kind, activation, convex, convex_init, epsilon)
+        kind_cls, convex_init = _check_options(kind, activation, convex, convex_init, epsilon, prior,
+                                               residual)
         hidden = _hidden_widths(hidden)
         angular = _angular_flags(angular, n_dof)
+        force_terms = (("damping",) if damping else ()) + friction_names(friction)
+        friction_velocity = _validate.positive("friction_velocity", friction_velocity)
         dtype = _validate.float_dtype(dtype)
         super().__init__(name=name, dtype=dtype, **kwargs)
         self.n_dof, self.kind, self.hidden = n_dof, kind, hidden
         self.activation_name, self._angular = activation, angular
         self.damping, self.convex = bool(damping), bool(convex)
+        self.friction_terms = "+".join(friction_names(friction)) or None
+        self.friction_velocity = float(friction_velocity)
         self.epsilon, self.seed, self.xla = float(epsilon), seed, bool(xla)
         self.convex_init = convex_init
         self._np_dtype, self._tf_dtype = np.dtype(dtype), tf.as_dtype(dtype)
@@ -168,8 +192,10 @@ class LagrangianNetwork(keras.Model):
         seeds = np.random.SeedSequence(seed).generate_state(4)
         self.kind_model.build(n_features=self.input_map.n_features, seeds=seeds, options=dict(
             hidden=hidden, activation=activation, dtype=dtype, convex=self.convex,
-            convex_init=convex_init, epsilon=self.epsilon))
-        object.__setattr__(self, "damping_force", ViscousDamping(self) if self.damping else None)
+            convex_init=convex_init, epsilon=self.epsilon, prior=prior, residual=bool(residual)))
+        object.__setattr__(self, "forces", tuple(FORCES[name](self) for name in force_terms))
+        object.__setattr__(self, "damping_force",
+                           self.forces[0].viscous if self.damping else None)
         self.built = True
 
     # -- configuration -------------------------------------------------------------
@@ -185,9 +211,11 @@ class LagrangianNetwork(keras.Model):
 
     def get_config(self) -> dict:
         """Constructor arguments (Keras serialisation)."""
-        return dict(n_dof=self.n_dof, kind=self.kind, hidden=list(self.hidden),
+        return dict(**self.kind_model.config(), n_dof=self.n_dof, kind=self.kind,
+                    hidden=list(self.hidden),
                     activation=self.activation_name, angular=list(self._angular),
-                    damping=self.damping, convex=self.convex, epsilon=self.epsilon,
+                    damping=self.damping, friction=self.friction_terms,
+                    friction_velocity=self.friction_velocity, convex=self.convex, epsilon=self.epsilon,
                     dtype=self.dtype, seed=self.seed, convex_init=self.convex_init, xla=self.xla,
                     name=self.name)
 
@@ -277,16 +305,39 @@ class LagrangianNetwork(keras.Model):
         t = self.kind_model.terms(q, qd, hessian=True, mixed=True, grad_q=True)
         return t.mass, t.grad_q - t.mixed
 
-    def _generalized_force(self, qd, tau):
-        if self.damping_force is None:
+    def _force_graph(self, q, qd):
+        """The sum of the learned forces ``f(q, qd)`` (B, n), or None without any."""
+        total = None
+        for term in self.forces:
+            f = term.force(q, qd)
+            total = f if total is None else total + f
+        return total
+
+    def _friction_force(self, qd, q=None):
+        """The learned forces beside the Lagrangian (damping, friction, offset) at ``qd``; zeros without.
+
+        Every built-in force depends on ``qd`` only (``q`` is passed on when given).
+        """
+        total = self._force_graph(tf.zeros_like(qd) if q is None else q, qd)
+        return tf.zeros_like(qd) if total is None else total
+
+    def friction_parameters(self) -> dict:
+        """The learned force terms' parameters: name -> numpy array (e.g. ``"viscous": b (n,)``)."""
+        out = {}
+        for term in self.forces:
+            out.update(term.parameters())
+        return out
+
+    def _generalized_force(self, q, qd, tau):
+        force = self._force_graph(q, qd)
+        if force is None:
             return tau
-        damp = self.damping_force.force(qd)
-        return damp if tau is None else tau + damp
+        return force if tau is None else tau + force
 
     def _linear_system(self, q, qd, tau=None):
         """``(M, rhs)`` of the Euler-Lagrange equations ``M qdd = rhs``."""
         mass, rhs = self._euler_lagrange(q, qd)
-        force = self._generalized_force(qd, tau)
+        force = self._generalized_force(q, qd, tau)
         return mass, rhs if force is None else rhs + force
 
     def _acceleration_graph(self, q, qd, tau=None, regularize=None):
@@ -301,7 +352,7 @@ class LagrangianNetwork(keras.Model):
         train step built on it was recompiled after every weight update
         (0.6-0.9 s a step; ``tests/test_train.py`` counts the compilations).
         """
-        force = self._generalized_force(qd, tau)
+        force = self._generalized_force(q, qd, tau)
         force = tf.zeros_like(q) if force is None else force
         return mechanics._acceleration_body(self.kind_model.tape_lagrangian(), q, qd, force,
                                             "reverse", None)
@@ -309,9 +360,8 @@ class LagrangianNetwork(keras.Model):
     def _inverse_dynamics_graph(self, q, qd, qdd):
         mass, rhs = self._euler_lagrange(q, qd)
         tau = tf.linalg.matvec(mass, qdd) - rhs
-        if self.damping_force is not None:
-            tau = tau - self.damping_force.force(qd)
-        return tau
+        force = self._force_graph(q, qd)
+        return tau if force is None else tau - force
 
     def _mass_matrix_graph(self, q, qd):
         return self.kind_model.mass_matrix(q, qd)
@@ -393,7 +443,8 @@ class LagrangianNetwork(keras.Model):
             One of ``"lagrangian"``, ``"kinetic_energy"``, ``"potential_energy"``,
             ``"mass_matrix"``, ``"acceleration"``, ``"acceleration_free"``
             (without ``tau``), ``"inverse_dynamics"``, ``"energy"``,
-            ``"acceleration_jacobian"``, ``"acceleration_jacobian_tau"``.
+            ``"acceleration_jacobian"``, ``"acceleration_jacobian_tau"``, ``"gravity"``,
+            ``"coriolis"``, ``"friction_torque"``.
         """
         if op not in self._OPS:
             raise ValueError(f"op must be one of {sorted(self._OPS)}, got {op!r}")
@@ -648,8 +699,9 @@ class LagrangianNetwork(keras.Model):
         qd_arr = np.atleast_2d(np.asarray(qd, np.float64))
         qdd = self.acceleration(q_arr, qd_arr, tau).numpy()
         force = np.zeros_like(qd_arr) if tau is None else np.atleast_2d(np.asarray(tau, np.float64))
-        if self.damping:
-            force = force - qd_arr @ np.asarray(self.damping_force.matrix(), np.float64).T
+        if self.forces:
+            force = force + np.asarray(self._force_graph(tf.constant(q_arr, self.dtype),
+                                                         tf.constant(qd_arr, self.dtype)), np.float64)
         return mechanics.power_balance(self._lagrangian, q_arr, qd_arr, qdd, force, dtype=self.dtype)
 
     def mass_matrix_health(self, q, qd=None) -> MassMatrixHealth:
@@ -667,6 +719,130 @@ class LagrangianNetwork(keras.Model):
             are not positive definite.
         """
         return mechanics.mass_matrix_health(self.mass_matrix(q, qd))
+
+    # -- the parts of the inverse dynamics, and typed copies --------------------------------
+    # inverse_dynamics = M qdd + coriolis(q, qd) + gravity(q) + friction_torque(qd), with the
+    # gauge of every built-in kind: T(q, 0) = 0 and V(q) = -L(q, 0) the potential.
+    _OPS = {**_OPS, "gravity": ("_gravity_graph", 1, True),
+            "coriolis": ("_coriolis_graph", 2, True),
+            "friction_torque": ("_friction_torque_graph", 1, True)}
+
+    def _grad_q_at_rest(self, q):
+        """``dL/dq (q, 0) = -dV/dq``, shape ``(B, n)``."""
+        return self.kind_model.terms(q, tf.zeros_like(q), hessian=False, mixed=False,
+                                     grad_q=True).grad_q
+
+    def _gravity_graph(self, q):
+        return -self._grad_q_at_rest(q)
+
+    def _coriolis_graph(self, q, qd):
+        t = self.kind_model.terms(q, qd, hessian=False, mixed=True, grad_q=True)
+        return t.mixed - t.grad_q + self._grad_q_at_rest(q)
+
+    def _friction_torque_graph(self, qd):
+        return -self._friction_force(qd)
+
+    def gravity(self, q):
+        """The gravity torque ``g(q) = dV/dq`` (the torque that holds the system still at ``q``).
+
+        ``V(q) = -L(q, 0)`` for every built-in kind (``T(q, 0) = 0``), so
+        ``g`` is the part of :meth:`inverse_dynamics` that neither the
+        velocities nor the accelerations cause.
+
+        Parameters
+        ----------
+        q : array_like or tensor, shape ``(B, n)`` or ``(n,)``
+
+        Returns
+        -------
+        tensor, shape ``(B, n)`` (``(n,)`` for a single state)
+        """
+        return self._dispatch("gravity", self._gravity_graph, ("q",), q)
+
+    def coriolis(self, q, qd):
+        """The velocity terms ``c(q, qd) = (d2L/dqd dq) qd - dT/dq`` (Coriolis, centrifugal, gyroscopic).
+
+        Everything in :meth:`inverse_dynamics` that is neither ``M qdd``, nor
+        :meth:`gravity`, nor :meth:`friction_torque`: ``c = (d2L/dqd dq) qd -
+        dL/dq (q, qd) + dL/dq (q, 0)``; zero at ``qd = 0``.
+
+        Parameters
+        ----------
+        q, qd : array_like or tensor, shape ``(B, n)`` or ``(n,)``
+
+        Returns
+        -------
+        tensor, shape ``(B, n)`` (``(n,)`` for a single state)
+        """
+        return self._dispatch("coriolis", self._coriolis_graph, ("q", "qd"), q, qd)
+
+    def friction_torque(self, qd):
+        """The torque that overcomes the learned dissipative forces, ``-f(qd)`` (e.g. ``D qd``).
+
+        Sign convention: the part of :meth:`inverse_dynamics` (the torque the
+        motors apply) spent on friction, the opposite of the learned
+        generalized force ``f(qd)`` that :meth:`acceleration` adds to ``tau``;
+        ``qd . friction_torque(qd) >= 0`` for dissipative forces; zeros for a
+        model without any. (``model.friction_terms`` is the configuration
+        string of the friction terms; :meth:`friction` is this method.)
+
+        Parameters
+        ----------
+        qd : array_like or tensor, shape ``(B, n)`` or ``(n,)``
+
+        Returns
+        -------
+        tensor, shape ``(B, n)`` (``(n,)`` for a single state)
+        """
+        return self._dispatch("friction_torque", self._friction_torque_graph, ("qd",), qd)
+
+    def friction(self, qd):
+        """The friction part of :meth:`inverse_dynamics`, ``-f(qd)`` (:meth:`friction_torque`).
+
+        ``mass_matrix @ qdd + coriolis + gravity + friction = inverse_dynamics``.
+
+        Parameters
+        ----------
+        qd : array_like or tensor, shape ``(B, n)`` or ``(n,)``
+
+        Returns
+        -------
+        tensor, shape ``(B, n)`` (``(n,)`` for a single state)
+        """
+        return self.friction_torque(qd)
+
+    def astype(self, dtype: str) -> "LagrangianNetwork":
+        """A copy of this model in ``dtype``: same configuration, weights and input scaling, cast.
+
+        For evaluation at tight tolerances (scipy's solvers on a float64
+        right-hand side) of a model trained in float32. The copy is a new
+        model with its own compiled operations; this model is unchanged.
+
+        Parameters
+        ----------
+        dtype : {"float32", "float64"}
+
+        Returns
+        -------
+        LagrangianNetwork
+            Its variables (trainable and not: weights, damping or friction
+            parameters, ``q_mean``, ``q_std``, ``qd_std``, ``qdd_std``) equal
+            this model's, cast to ``dtype``.
+        """
+        dtype = _validate.float_dtype(dtype)
+        config = self.get_config()
+        config["dtype"] = dtype
+        copy = type(self).from_config(config)
+        mine, theirs = self.variables, copy.variables
+        if len(mine) != len(theirs):
+            raise RuntimeError(f"the {dtype} copy has {len(theirs)} variables, the model {len(mine)}")
+        for source, target in zip(mine, theirs):
+            if tuple(source.shape) != tuple(target.shape) or \
+                    source.path.split("/")[-1] != target.path.split("/")[-1]:
+                raise RuntimeError(f"variable {source.path} {tuple(source.shape)} does not match "
+                                   f"{target.path} {tuple(target.shape)} of the {dtype} copy")
+            target.assign(np.asarray(source.numpy(), dtype=np.dtype(dtype)))
+        return copy
 
     # -- Keras ------------------------------------------------------------------------------
     def call(self, inputs):

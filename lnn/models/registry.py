@@ -99,6 +99,11 @@ class Kind:
         Whether the rollout Jacobian of this kind may run under XLA.
     convex : bool
         Whether the kind accepts ``convex=True``.
+    torque_loss_alone : bool
+        Whether the torque loss alone trains this kind on forced data; False
+        adds the acceleration term to the default loss (:func:`lnn.train.default_loss`).
+    takes_prior : bool
+        Whether the kind is built from a ``prior=`` (and accepts ``residual=``).
     """
 
     name: ClassVar[str] = ""
@@ -106,6 +111,8 @@ class Kind:
     mass_depends_on_qd: ClassVar[bool] = True
     xla_jacobian: ClassVar[bool] = True
     convex: ClassVar[bool] = False
+    torque_loss_alone: ClassVar[bool] = True
+    takes_prior: ClassVar[bool] = False
 
     def __init__(self, model) -> None:
         self.model = model
@@ -122,9 +129,13 @@ class Kind:
             One seed per network (four available).
         options : dict
             ``activation``, ``dtype``, ``hidden``, ``convex``, ``convex_init``,
-            ``epsilon`` of the model.
+            ``epsilon``, ``prior`` and ``residual`` of the model.
         """
         raise NotImplementedError
+
+    def config(self) -> dict:
+        """Constructor arguments of the model that belong to the kind (saved in its config)."""
+        return {}
 
     def nets(self) -> list:
         """The networks, in :attr:`networks` order."""
@@ -132,11 +143,11 @@ class Kind:
 
     # -- TensorFlow ------------------------------------------------------------------
     def kinetic(self, q, qd):
-        """``T(q, qd)``, shape ``(B,)``."""
+        """``T(q, qd)``, shape ``(B,)``, in the gauge ``T(q, 0) = 0`` (zero at rest)."""
         raise NotImplementedError
 
     def potential(self, q):
-        """``V(q)``, shape ``(B,)``."""
+        """``V(q) = -L(q, 0)``, shape ``(B,)``: the potential, whose gradient is the gravity torque."""
         raise NotImplementedError
 
     def lagrangian(self, q, qd):

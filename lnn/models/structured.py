@@ -53,6 +53,7 @@ class Structured(Kind):
     networks = ("cholesky_net", "potential_net")
     mass_depends_on_qd = False
     xla_jacobian = False  # the forward-mode term is left to TensorFlow's kernels
+    torque_loss_alone = False  # the torque loss alone collapses C towards 0 (default_loss)
 
     def build(self, *, n_features, seeds, options):
         """The Cholesky MLP (``n (n + 1) / 2`` outputs) and the potential MLP."""

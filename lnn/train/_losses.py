@@ -139,7 +139,9 @@ def _energy(batch: Batch) -> tf.Tensor:
     de_dqd = tf.zeros_like(qd) if de_dqd is None else de_dqd
     power = tf.reduce_sum(de_dq * qd + de_dqd * batch.qdd, axis=-1)
     force = batch.tau
-    if getattr(model, "damping", False) is True:  # learned viscous damping -D qd
+    if getattr(model, "forces", ()):  # learned damping, friction, offset: f(q, qd) joins tau
+        force = force + model._force_graph(q, qd)
+    elif getattr(model, "damping", False) is True:  # a model without a force registry: -D qd
         force = force - tf.linalg.matvec(model.damping_matrix(), qd)
     return tf.square((power - tf.reduce_sum(qd * force, axis=-1)) / batch.scales["power"])
 
