@@ -52,11 +52,30 @@ beside them:
 ``--case init`` measures Cranmer et al.'s LNN initialisation against the
 default one on case 1 with a short budget.
 
+``--case time`` is time to accuracy of the **default call**, as a user
+writes it: ``LagrangianNetwork(2, angular=system.angular)`` and ``fit(model,
+data, time_limit=budget)`` on ``generate(DoublePendulum(g=9.8),
+n_trajectories=256, duration=5.0, dt=0.02, seed=0)``. A Keras callback
+evaluates the median relative ``qdd`` error every ``--every`` seconds of
+wall time (the evaluation's own time is left out of the curve) on 2000
+held-out states (a second dataset, seed 1) and on 2000 random states of the
+LNN paper's box (angles uniform in [-pi, pi], rates N(0, 1)); it prints
+error against wall time and draws the curves (``--figure``). With the
+``bench`` extra (jax importable) the LNN paper's own training loop runs next,
+on the same data, core and budget: a 3 x 600 softplus MLP ``L(wrap(q), qd)``
+with Cranmer et al.'s initialisation (``custom_init``), ``qdd`` from the
+pseudo-inverse of its Hessian, the L1 loss of the accelerations, Adam (as
+``jax.example_libraries.optimizers.adam``) under their one-cycle schedule
+(peak 1e-3, final factor 1e-4, started at 20 %) over the budget, batch 512,
+written in plain JAX (no optax). Run both on one core for a like-for-like
+comparison: ``taskset -c 1 python benchmarks/bench_accuracy.py --case time``.
+
 Usage::
 
     python benchmarks/bench_accuracy.py              # all cases (about 40 min)
     python benchmarks/bench_accuracy.py --case 1     # one case
     python benchmarks/bench_accuracy.py --quick      # 60 s budgets, smaller data
+    python benchmarks/bench_accuracy.py --case time --budget 420 --figure tta.png
 """
 
 from __future__ import annotations
@@ -93,14 +112,7 @@ DP_SCALE = 29.4  # g (m1 l1 + m2 (l1 + l2)): the double pendulum's maximum poten
 
 def _float64_copy(model):
     """The same learned function in float64 (smooth right-hand side for scipy's solvers)."""
-    from lnn.models import LagrangianNetwork
-
-    config = model.get_config()
-    config["dtype"] = "float64"
-    copy = LagrangianNetwork.from_config(config)
-    for target, source in zip(copy.variables, model.variables):
-        target.assign(np.asarray(source, dtype=np.float64))
-    return copy
+    return model.astype("float64")
 
 
 class MLPBaseline:
@@ -364,7 +376,224 @@ def case_init(args, results, rows):
                      history.validation["total"][0], "-", None, history.time[-1], len(history.epoch)))
 
 
-CASES = {"1": case_double_pendulum, "2": case_arm, "3": case_panda, "4": case_mlp, "init": case_init}
+# --------------------------------------------------------------------------- time to accuracy
+def _paper_box(n, seed):
+    """Random states of the LNN paper's box: angles uniform in [-pi, pi], rates N(0, 1)."""
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-np.pi, np.pi, (n, 2)), rng.normal(0.0, 1.0, (n, 2))
+
+
+class _Curve:
+    """Median relative qdd errors at checkpoints of wall time, the evaluations' own time left out."""
+
+    def __init__(self, label, evaluate, *, every):
+        self.label, self.evaluate, self.every = label, evaluate, every
+        self.start = time.monotonic()
+        self.spent = 0.0  # seconds inside evaluate
+        self.next = 0.0
+        self.points = []  # (training seconds, {set: median error})
+
+    def seconds(self):
+        return time.monotonic() - self.start - self.spent
+
+    def maybe(self, predict, *, force=False):
+        now = self.seconds()
+        if not force and now < self.next:
+            return
+        begin = time.monotonic()
+        self.points.append((now, self.evaluate(predict)))
+        self.spent += time.monotonic() - begin
+        self.next = now + self.every
+
+
+def _error_sets(system, held_out, n=2000):
+    from lnn import metrics
+
+    pick = np.random.default_rng(3).choice(len(held_out.q), size=min(n, len(held_out.q)), replace=False)
+    q_box, qd_box = _paper_box(n, 4)
+    sets = {"held-out": (held_out.q[pick], held_out.qd[pick]), "paper box": (q_box, qd_box)}
+    truth = {k: system.acceleration(q, qd) for k, (q, qd) in sets.items()}
+
+    def evaluate(predict):
+        out = {}
+        for k, (q, qd) in sets.items():
+            try:
+                qdd = np.asarray(predict(q, qd), dtype=np.float64)
+            except ValueError:  # an indefinite learned M at some state
+                out[k] = float("nan")
+                continue
+            out[k] = metrics.acceleration_error(qdd, truth[k]).median
+        return out
+
+    return evaluate
+
+
+def _lnn_time_to_accuracy(data, evaluate, budget, every):
+    import keras
+
+    from lnn.models import LagrangianNetwork
+    from lnn.train import fit
+
+    model = LagrangianNetwork(2, angular=data.angular)  # the default call
+    curve = _Curve("lnn.fit (defaults)", evaluate, every=every)
+
+    def predict(q, qd):
+        return model.acceleration(q.astype(np.float32), qd.astype(np.float32), regularize=None).numpy()
+
+    class Checkpoints(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            curve.maybe(predict)
+
+    # fit's clock counts the evaluations (cheap: 2 x 2000 states every `every` s) against the
+    # budget; the curve leaves them out, so lnn trains slightly less than the budget, never more.
+    start = time.monotonic()
+    history = fit(model, data, time_limit=budget, callbacks=[Checkpoints()], seed=0)
+    curve.maybe(predict, force=True)
+    return curve, len(history.epoch), time.monotonic() - start
+
+
+def _paper_time_to_accuracy(data, evaluate, budget, every, *, hidden=600, layers=3, batch=512,
+                            peak=1e-3, seed=0):
+    """Cranmer et al.'s double-pendulum training loop (notebooks/DoublePendulum.ipynb), in plain JAX."""
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_platforms", "cpu")
+    key = jax.random.PRNGKey(seed)
+    sizes = [4] + [hidden] * layers + [1]
+    params = []
+    for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+        key, sub = jax.random.split(key)
+        n = max(fan_in, fan_out)  # custom_init: std = 1/sqrt(n) x (2.2 first, 0.58 i middle, n last)
+        factor = 2.2 if i == 0 else (n if i == len(sizes) - 2 else 0.58 * i)
+        params.append((jax.random.normal(sub, (fan_in, fan_out)) * factor / np.sqrt(n),
+                       jnp.zeros(fan_out)))
+
+    def lagrangian(p, q, qd):
+        h = jnp.concatenate([(q + jnp.pi) % (2 * jnp.pi) - jnp.pi, qd])  # wrap_coords
+        for w, b in p[:-1]:
+            h = jax.nn.softplus(h @ w + b)
+        return (h @ p[-1][0] + p[-1][1])[0]
+
+    def qdd_one(p, q, qd):  # raw_lagrangian_eom
+        q = q % (2 * jnp.pi)
+        hess = jax.hessian(lagrangian, 2)(p, q, qd)
+        grad_q = jax.grad(lagrangian, 1)(p, q, qd)
+        mixed = jax.jacobian(jax.jacobian(lagrangian, 2), 1)(p, q, qd)
+        return jnp.linalg.pinv(hess) @ (grad_q - mixed @ qd)
+
+    qdd_batch = jax.jit(jax.vmap(qdd_one, (None, 0, 0)))
+
+    def loss(p, q, qd, target):
+        return jnp.sum(jnp.abs(qdd_batch(p, q, qd) - target)) / q.shape[0]
+
+    def one_cycle(pct):  # OneCycleLR of the notebook, started at 20 %
+        pct = pct * 0.8 + 0.2
+        low = peak / 1e4
+        return low + (peak - low) * (1.0 - (jnp.cos(2 * jnp.pi * pct) + 1) / 2)
+
+    @jax.jit
+    def step(p, m, v, i, pct, q, qd, target):  # Adam as jax.example_libraries.optimizers.adam
+        g = jax.grad(loss)(p, q, qd, target)
+        m = jax.tree_util.tree_map(lambda m_, g_: 0.9 * m_ + 0.1 * g_, m, g)
+        v = jax.tree_util.tree_map(lambda v_, g_: 0.999 * v_ + 0.001 * g_ * g_, v, g)
+        lr = one_cycle(pct)
+        p = jax.tree_util.tree_map(
+            lambda p_, m_, v_: p_ - lr * (m_ / (1 - 0.9 ** (i + 1))) / (
+                jnp.sqrt(v_ / (1 - 0.999 ** (i + 1))) + 1e-8), p, m, v)
+        return p, m, v
+
+    m = jax.tree_util.tree_map(jnp.zeros_like, params)
+    v = jax.tree_util.tree_map(jnp.zeros_like, params)
+    q_all, qd_all, qdd_all = (np.asarray(x, np.float32) for x in (data.q, data.qd, data.qdd))
+    rng = np.random.default_rng(seed)
+    curve = _Curve("LNN paper (JAX)", evaluate, every=every)
+
+    def predict(q, qd):
+        return np.asarray(qdd_batch(params, jnp.asarray(q, jnp.float32), jnp.asarray(qd, jnp.float32)))
+
+    i, order, at = 0, rng.permutation(len(q_all)), 0
+    while curve.seconds() < budget:
+        if at + batch > len(order):
+            order, at = rng.permutation(len(q_all)), 0
+        idx = order[at:at + batch]
+        at += batch
+        params, m, v = step(params, m, v, i, min(curve.seconds() / budget, 1.0),
+                            q_all[idx], qd_all[idx], qdd_all[idx])
+        i += 1
+        curve.maybe(predict)
+    curve.maybe(predict, force=True)
+    return curve, i
+
+
+def case_time(args, results, rows):
+    import simulations
+    from lnn.data import generate
+
+    system = simulations.DoublePendulum(g=9.8)
+    n_traj = 32 if args.quick else 256
+    data = generate(system, n_trajectories=n_traj, duration=5.0, dt=0.02, seed=0)
+    held_out = generate(system, n_trajectories=max(8, n_traj // 8), duration=5.0, dt=0.02, seed=1)
+    evaluate = _error_sets(system, held_out)
+    budget = args.budget
+    every = args.every or max(budget / 20.0, 1.0)
+    curves = []
+    curve, epochs, seconds = _lnn_time_to_accuracy(data, evaluate, budget, every)
+    curves.append(curve)
+    last = curve.points[-1][1]
+    rows += [("time lnn defaults", f"median rel. qdd error, held-out, {budget:.0f} s", last["held-out"],
+              "<= 0.005 (issue 17)", last["held-out"] <= 0.005, seconds, epochs),
+             ("time lnn defaults", "median rel. qdd error, paper box", last["paper box"],
+              "<= 0.01 (issue 17)", last["paper box"] <= 0.01, seconds, epochs)]
+    try:
+        import jax  # noqa: F401
+    except ImportError:
+        print("jax is not installed (the bench extra): the LNN paper's loop is skipped",
+              file=sys.stderr)
+    else:
+        start = time.monotonic()
+        paper, steps = _paper_time_to_accuracy(data, evaluate, budget, every)
+        curves.append(paper)
+        last = paper.points[-1][1]
+        rows += [("time LNN paper (JAX)", f"median rel. qdd error, held-out, {budget:.0f} s",
+                  last["held-out"], "-", None, time.monotonic() - start, steps),
+                 ("time LNN paper (JAX)", "median rel. qdd error, paper box", last["paper box"], "-",
+                  None, time.monotonic() - start, steps)]
+    print(f"\ntime to accuracy (double pendulum, {n_traj} trajectories x 5 s, budget {budget:.0f} s): "
+          "median relative qdd error")
+    print(f"{'curve':<22s} {'seconds':>8s} {'held-out':>10s} {'paper box':>10s}")
+    for c in curves:
+        for seconds_, errors in c.points:
+            print(f"{c.label:<22s} {seconds_:>8.1f} {errors['held-out']:>10.4g} {errors['paper box']:>10.4g}")
+    results["time_to_accuracy"] = {c.label: [(t, e) for t, e in c.points] for c in curves}
+    if args.figure:
+        _time_figure(curves, args.figure, budget=budget)
+        print(f"wrote {args.figure}", file=sys.stderr)
+
+
+def _time_figure(curves, path, *, budget):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.0, 3.4), constrained_layout=True)
+    for c, color in zip(curves, ("C0", "C1", "C2")):
+        t = [p[0] for p in c.points]
+        for key, style in (("held-out", "-"), ("paper box", "--")):
+            ax.plot(t, [p[1][key] for p in c.points], style, color=color, label=f"{c.label}, {key}")
+    ax.axhline(0.005, color="0.5", linewidth=0.8, linestyle=":")
+    ax.set_yscale("log")
+    ax.set_xlim(0, max([budget] + [p[0] for c in curves for p in c.points]))
+    ax.set_xlabel("training wall time [s]")
+    ax.set_ylabel("median relative $\\ddot q$ error")
+    ax.legend(fontsize=7)
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+
+
+CASES = {"1": case_double_pendulum, "2": case_arm, "3": case_panda, "4": case_mlp, "init": case_init,
+         "time": case_time}
 
 
 def main(argv=None) -> int:
@@ -379,6 +608,10 @@ def main(argv=None) -> int:
     parser.add_argument("--panda-excitation", default="joint", choices=("joint", "torque"),
                         help="data of case 3: prescribed joint motions with inverse-dynamics "
                              "torques (default) or gravity compensation plus sinusoid torques")
+    parser.add_argument("--every", type=float, default=None,
+                        help="case time: seconds between evaluations (default budget / 20)")
+    parser.add_argument("--figure", default="time_to_accuracy.png",
+                        help="case time: the figure of error against wall time ('' for none)")
     parser.add_argument("--results", default=None,
                         help="JSON file of figures shared between runs (case 4 reuses case 1's)")
     args = parser.parse_args(argv)

@@ -10,9 +10,12 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
-from lnn.cli import main  # noqa: E402
+from lnn.cli import (
+    build_parser,  # noqa: E402
+    main,  # noqa: E402
+)
 from lnn.cli._common import parse_hidden, parse_loss  # noqa: E402
-from lnn.cli.train import default_loss  # noqa: E402
+from lnn.cli.train import library_defaults  # noqa: E402
 from lnn.data import Dataset  # noqa: E402
 
 
@@ -70,12 +73,60 @@ def test_train_then_evaluate_round_trip(pendulum_file, tmp_path, capsys):
                  "--csv", str(metrics_csv), "--force"]) == 0
 
 
-def test_auto_loss_follows_the_data_and_the_kind():
+def test_auto_loss_is_the_library_default_loss():
+    from lnn.models import LagrangianNetwork
+    from lnn.train import default_loss
+
     unforced = SimpleNamespace(tau=np.zeros((4, 2)))
     driven = SimpleNamespace(tau=np.array([[0.0, 0.0], [0.1, -0.2]]))
-    assert default_loss(unforced, "structured") == "acceleration"
-    assert default_loss(driven, "kinetic-potential") == "torque"
-    assert default_loss(driven, "structured") == {"torque": 1.0, "acceleration": 1.0}
+    structured = LagrangianNetwork(2, kind="structured", hidden=(4,))
+    assert default_loss(unforced, structured) == "acceleration"
+    assert default_loss(driven) == "torque"
+    assert default_loss(driven, structured) == {"torque": 1.0, "acceleration": 1.0}
+    assert build_parser().parse_args(["train", "d.npz", "-o", "m.keras"]).loss == "auto"
+
+
+def _train_parser():
+    parser = build_parser()
+    action = next(a for a in parser._subparsers._group_actions if a.dest == "command")
+    return action.choices["train"]
+
+
+def test_cli_defaults_are_the_library_defaults():
+    """Every default of `lnn train` is that of LagrangianNetwork or lnn.fit (and --help shows it)."""
+    import inspect
+
+    from lnn.models import LagrangianNetwork
+    from lnn.train import fit
+
+    model = {k: p.default for k, p in inspect.signature(LagrangianNetwork).parameters.items()
+             if p.default is not inspect.Parameter.empty}
+    fitting = {k: p.default for k, p in inspect.signature(fit).parameters.items()
+               if p.default is not inspect.Parameter.empty}
+    # The static reading that the CLI uses (no TensorFlow at start-up) is the signatures'.
+    assert library_defaults("model") == {k: v for k, v in model.items() if k in library_defaults("model")}
+    assert set(library_defaults("model")) >= {"kind", "hidden", "activation", "damping", "convex", "dtype"}
+    assert library_defaults("fit") == {k: v for k, v in fitting.items() if k in library_defaults("fit")}
+    args = build_parser().parse_args(["train", "d.npz", "-o", "m.keras"])
+    cli_model = {"kind": args.kind, "hidden": parse_hidden(args.hidden), "activation": args.activation,
+                 "damping": args.damping, "convex": args.convex, "dtype": args.dtype}
+    if "friction" in model:
+        cli_model["friction"] = args.friction
+    for name, value in cli_model.items():
+        assert value == model[name], name
+    cli_fit = {"loss": args.loss, "epochs": args.epochs, "batch_size": args.batch_size,
+               "learning_rate": args.lr, "schedule": args.schedule, "patience": args.patience,
+               "initialization": args.init, "time_limit": args.time_limit, "seed": args.seed,
+               "validation": args.validation, "checkpoint_dir": args.checkpoint_dir,
+               "csv_log": args.csv_log, "tensorboard_dir": args.tensorboard_dir}
+    for name, value in cli_fit.items():
+        assert value == fitting[name], name
+    assert model["kind"] == "kinetic-potential" and args.kind == model["kind"]
+    text = " ".join(_train_parser().format_help().split())
+    for shown in ("(default: kinetic-potential)", "(default: 128,128)", "(default: auto)",
+                  "(default: 512)", "(default: 0.003)", "(default: cosine)", "(default: 0.1)",
+                  "(default: None)"):
+        assert shown in text, shown
 
 
 def test_option_parsing():

@@ -421,8 +421,11 @@ def test_mlp_layers_and_feature_map_reimplement_the_model_in_numpy():
     t = run(layers["kinetic"], np.concatenate([x, qd / fmap.qd_scale], axis=1))
     t += 0.5 * model.epsilon * np.sum(qd**2, axis=1)
     v = run(layers["potential"], x)
-    np.testing.assert_allclose(model.kinetic_energy(q, qd).numpy(), t, rtol=1e-12)
-    np.testing.assert_allclose(model.potential_energy(q).numpy(), v, rtol=1e-12)
+    np.testing.assert_allclose(model.lagrangian(q, qd).numpy(), t - v, rtol=1e-12)
+    # The gauge T(q, 0) = 0: the kinetic network's value at rest moves from T to V.
+    t_rest = run(layers["kinetic"], np.concatenate([x, np.zeros_like(qd)], axis=1))
+    np.testing.assert_allclose(model.kinetic_energy(q, qd).numpy(), t - t_rest, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(model.potential_energy(q).numpy(), v - t_rest, rtol=1e-12, atol=1e-12)
     assert all(np.all(layer.kernel >= 0) for layer in layers["kinetic"][1:])
 
 

@@ -16,6 +16,8 @@ import simulations
 from lnn import metrics, plot
 from lnn.trajectory import Trajectory
 
+from conftest import check_png
+
 matplotlib.use("Agg")
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -96,16 +98,6 @@ KINDS = ("trajectory", "trajectory-band", "phase", "energy", "error", "mass-matr
 
 
 # --------------------------------------------------------------------------- file checks
-def check_png(path, size):
-    data = path.read_bytes()
-    assert data[:8] == PNG_MAGIC
-    with Image.open(path) as image:
-        assert image.size == size
-        gray = np.asarray(image.convert("L"), dtype=float)
-    assert gray.std() > 15.0, "the image is nearly uniform"
-    assert (gray < 200).mean() > 0.01, "almost no ink on the image"
-
-
 def check_pdf(path):
     data = path.read_bytes()
     assert data.startswith(b"%PDF-")

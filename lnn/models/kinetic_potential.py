@@ -4,6 +4,17 @@
 (non-negative kernels after the first layer, softplus) and ``T`` gains
 ``epsilon/2 |qd|^2``, so ``M`` is positive definite by construction. The
 closed forms (TensorFlow and numpy) are those of :mod:`lnn.models.scalar`.
+
+The gauge: the networks give ``L = y(q, qd) - U(q)`` (``y`` the kinetic MLP,
+``U`` the potential MLP), but ``y(q, 0)`` is not zero, so ``y`` is not the
+kinetic energy nor ``U`` the potential. The parts are named so that ``T(q,
+0) = 0`` and ``V`` is the potential, ``V(q) = -L(q, 0)``::
+
+    T(q, qd) = y(q, qd) - y(q, 0),        V(q) = U(q) - y(q, 0)
+
+``L = T - V``, ``M``, the dynamics and the energy ``E = qd . dL/dqd - L`` are
+those of the networks (unchanged by the gauge, and by models saved before
+it); only the split of ``L`` and ``E`` into ``T`` and ``V`` moved.
 """
 
 from __future__ import annotations
@@ -38,17 +49,32 @@ class KineticPotential(Kind):
     def _epsilon(self) -> float:
         return self.model.epsilon if self.model.convex else 0.0
 
-    def kinetic(self, q, qd):
-        """``T = y(x, qd / s) (+ eps/2 |qd|^2 when convex)``."""
+    def _kinetic_net(self, x, qd):
+        """``y(x, qd / s) (+ eps/2 |qd|^2 when convex)``, shape ``(B,)``."""
         m = self.model
-        t = m.kinetic_net.forward(m.features(q).x, qd / m.qd_std)[:, 0]
+        y = m.kinetic_net.forward(x, qd / m.qd_std)[:, 0]
         if self._epsilon:
-            t = t + 0.5 * self._epsilon * tf.reduce_sum(qd * qd, axis=-1)
-        return t
+            y = y + 0.5 * self._epsilon * tf.reduce_sum(qd * qd, axis=-1)
+        return y
+
+    def _at_rest(self, x, qd):
+        """``y(x, 0)``, shape ``(B,)``: the kinetic network's value at rest."""
+        return self.model.kinetic_net.forward(x, tf.zeros_like(qd))[:, 0]
+
+    def lagrangian(self, q, qd):
+        """``L = y(x, qd / s) - U(x)``."""
+        x = self.model.features(q).x
+        return self._kinetic_net(x, qd) - self.model.potential_net.forward(x)[:, 0]
+
+    def kinetic(self, q, qd):
+        """``T = y(x, qd / s) - y(x, 0)`` (``+ eps/2 |qd|^2`` when convex): zero at rest."""
+        x = self.model.features(q).x
+        return self._kinetic_net(x, qd) - self._at_rest(x, qd)
 
     def potential(self, q):
-        """``V = MLP(x)``."""
-        return self.model.potential_net.forward(self.model.features(q).x)[:, 0]
+        """``V = U(x) - y(x, 0) = -L(q, 0)``."""
+        x = self.model.features(q).x
+        return self.model.potential_net.forward(x)[:, 0] - self._at_rest(x, q)
 
     def terms(self, q, qd, *, hessian, mixed, grad_q):
         """Closed form (:func:`lnn.models.scalar.scalar_terms`)."""

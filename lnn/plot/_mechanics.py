@@ -76,13 +76,15 @@ class TorqueDecomposition:
     Attributes
     ----------
     inertial : ndarray, shape ``(..., n)``
-        ``M(q) qdd``.
+        ``M(q) qdd`` (``M(q, qd) qdd`` for a learned kinetic energy not quadratic in ``qd``).
     coriolis : ndarray, shape ``(..., n)``
-        Coriolis and centrifugal forces ``C(q, qd) qd`` (even in ``qd``).
+        Coriolis and centrifugal forces ``C(q, qd) qd`` (even in ``qd`` for a
+        true system; a learned model's also holds any gyroscopic part).
     gravity : ndarray, shape ``(..., n)``
         ``g(q) = dV/dq``.
     friction : ndarray, shape ``(..., n)``
-        Dissipative forces ``f(qd)`` (odd in ``qd``), zero for a conservative system.
+        The torque that overcomes dissipative forces, ``f(qd)`` (odd in
+        ``qd``, e.g. ``D qd``), zero for a conservative system.
     total : ndarray, shape ``(..., n)``
         Inverse dynamics ``tau(q, qd, qdd)``.
     """
@@ -101,15 +103,24 @@ def _state(value, name: str, n: int) -> np.ndarray:
     return array
 
 
+def _has_parts(system) -> bool:
+    """Whether ``system`` names its torque parts (``gravity``, ``coriolis``, ``friction_torque``)."""
+    return all(callable(getattr(system, name, None))
+               for name in ("gravity", "coriolis", "friction_torque", "mass_matrix"))
+
+
 def torque_decomposition(system, q, qd, qdd) -> TorqueDecomposition:
     """Split the inverse dynamics of any system into its physical parts.
 
-    Only ``system.inverse_dynamics`` is called, so this serves true systems
-    and learned models alike: ``gravity = ID(q, 0, 0)``,
-    ``inertial = ID(q, 0, qdd) - gravity``, and the velocity terms
-    ``ID(q, ±qd, 0) - gravity`` are split into their even part (Coriolis and
-    centrifugal, quadratic in ``qd``) and odd part (friction, e.g. viscous
-    ``D qd`` or Coulomb).
+    A system that names its parts (a :class:`lnn.LagrangianNetwork`:
+    ``mass_matrix``, ``coriolis(q, qd)``, ``gravity(q)``,
+    ``friction_torque(qd)``, which add up to its ``inverse_dynamics``) gives
+    them directly. For any other system only ``system.inverse_dynamics`` is
+    called: ``gravity = ID(q, 0, 0)``, ``inertial = ID(q, 0, qdd) -
+    gravity``, and the velocity terms ``ID(q, ±qd, 0) - gravity`` are split
+    into their even part (Coriolis and centrifugal, quadratic in ``qd``) and
+    odd part (friction, e.g. viscous ``D qd`` or Coulomb), exact for a true
+    system whose kinetic energy is quadratic in ``qd``.
 
     Parameters
     ----------
@@ -134,6 +145,20 @@ def torque_decomposition(system, q, qd, qdd) -> TorqueDecomposition:
     def inverse(a, b, c):
         return _checks.to_numpy(system.inverse_dynamics(a, b, c)).reshape(q.shape)
 
+    if _has_parts(system):
+        flat = [x.reshape(-1, n) for x in (q, qd, qdd)]
+
+        def part(values):
+            return _checks.to_numpy(values).astype(np.float64).reshape(q.shape)
+
+        mass = _checks.to_numpy(system.mass_matrix(flat[0], flat[1])).astype(np.float64)
+        return TorqueDecomposition(
+            inertial=np.einsum("bij,bj->bi", mass, flat[2]).reshape(q.shape),
+            coriolis=part(system.coriolis(flat[0], flat[1])),
+            gravity=part(system.gravity(flat[0])),
+            friction=part(system.friction_torque(flat[1])),
+            total=inverse(*flat).astype(np.float64),
+        )
     gravity = inverse(q, zero, zero)
     forward = inverse(q, qd, zero) - gravity
     backward = inverse(q, -qd, zero) - gravity

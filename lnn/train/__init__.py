@@ -27,6 +27,19 @@ registry is :data:`TERMS`, the accepted names :data:`LOSSES`):
     integrator :func:`lnn.integrate.odeint`; the squared error of ``q`` and
     ``qd`` over the window, each coordinate divided by its standard deviation.
 
+``"auto"`` (fit's default)
+    :func:`default_loss`: the accelerations for unforced data, the torques
+    for data with torques (with the accelerations for the structured kind).
+
+What the data identify: on unforced data the acceleration and rollout
+losses fix ``L`` only up to a factor (``c L`` has the same accelerations),
+and the torque and energy losses are minimised by ``L = 0``; :func:`fit`
+trains either way and warns (:class:`IdentifiabilityWarning`).
+
+The budget: ``fit(model, data, time_limit=seconds)`` without ``epochs``
+trains until the time limit (the learning-rate schedule spans it); without
+either, 100 epochs (:data:`DEFAULT_EPOCHS`); with both, the first reached.
+
 The train step is one ``tf.function`` with a fixed input signature (batch
 dimension ``None``), traced once per :func:`fit` call: :attr:`History.traces`
 counts its tracings. It differentiates through the model's Hessian (double
@@ -53,6 +66,8 @@ way, after setting the ``TF_CONFIG`` environment variable on every worker
 (``{"cluster": {"worker": ["host1:port", "host2:port"]}, "task": {"type":
 "worker", "index": i}}``) and running the same script on each; give every
 worker its own ``checkpoint_dir`` (or a shared one written by worker 0 only).
+Two workers on one machine give the losses and weights of one process with
+the same global batch (``tests/test_multiworker.py``).
 
 The parts, one module each: ``_losses`` (the terms), ``_schedule`` (the
 learning rate), ``_steps`` (the compiled steps), ``_data`` (arrays, split,
@@ -64,18 +79,23 @@ windows, tf.data), ``_model`` (checks, adapt, build), ``_initialization``,
 
 from lnn.train._fit import fit
 from lnn.train._history import History, TrainingDivergedError
+from lnn.train._identifiability import IdentifiabilityWarning, default_loss
 from lnn.train._initialization import cranmer_initialization
 from lnn.train._losses import LOSSES, TERMS, LossTerm
+from lnn.train._options import DEFAULT_EPOCHS
 from lnn.train._schedule import SCHEDULES
 from lnn.train._steps import _Trainer  # noqa: F401  (tests and benchmarks build steps directly)
 
 __all__ = [
+    "DEFAULT_EPOCHS",
     "LOSSES",
     "SCHEDULES",
     "TERMS",
     "History",
+    "IdentifiabilityWarning",
     "LossTerm",
     "TrainingDivergedError",
     "fit",
     "cranmer_initialization",
+    "default_loss",
 ]

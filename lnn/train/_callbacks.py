@@ -84,12 +84,13 @@ class Callbacks:
     model : keras.Model, keyword-only
     optimizer : keras.optimizers.Optimizer, keyword-only
         fit's optimizer (``model.optimizer`` for the Keras callbacks).
-    epochs : int, keyword-only
+    epochs : int or None, keyword-only
+        Epochs of the run (None: until the time limit).
     steps : int, keyword-only
         Batches per epoch.
     """
 
-    def __init__(self, callbacks, *, model, optimizer, epochs: int, steps: int) -> None:
+    def __init__(self, callbacks, *, model, optimizer, epochs: int | None, steps: int) -> None:
         self.plain, self.objects = _split(callbacks)
         self.model = model
         self.optimizer = optimizer

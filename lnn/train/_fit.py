@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from lnn.train import _data, _model, _options
+from lnn.train import _data, _identifiability, _model, _options
 from lnn.train._callbacks import Callbacks
 from lnn.train._checkpoints import Best, Checkpoints
 from lnn.train._clock import Clock
@@ -23,8 +24,8 @@ def fit(
     model,
     dataset,
     *,
-    loss="acceleration",
-    epochs: int = 100,
+    loss="auto",
+    epochs: int | None = None,
     batch_size: int = 512,
     learning_rate: float = 3e-3,
     validation=0.1,
@@ -64,22 +65,36 @@ def fit(
         A term name or ``{term: weight}``; terms ``"acceleration"`` (=
         ``"acceleration-l2"``), ``"acceleration-l1"``, ``"torque"`` (=
         ``"inverse-dynamics"``), ``"energy"`` (= ``"power"``), ``"rollout"``
-        (:data:`lnn.train.LOSSES`).
-    epochs : int, keyword-only
-        Number of passes over the training data.
+        (:data:`lnn.train.LOSSES`). ``"auto"`` (the default):
+        :func:`lnn.train.default_loss` of the dataset and the model
+        (``"acceleration"`` for unforced data, ``"torque"`` for data with
+        torques). A loss the data cannot identify (a torque or energy loss on
+        data without torques; an acceleration or rollout loss on unforced
+        data, which fixes the Lagrangian only up to a factor) is trained, with
+        an :class:`lnn.train.IdentifiabilityWarning`.
+    epochs : int or None, keyword-only
+        Number of passes over the training data. None (the default): 100
+        epochs without a ``time_limit``; with one, as many as the budget
+        allows (the time limit alone ends the run, and the learning-rate
+        schedule spans the budget). Given both, the first limit reached
+        ends the run.
     batch_size : int, keyword-only
         Global batch size (split over the replicas of ``strategy``).
     learning_rate : float, keyword-only
         Peak learning rate of Adam.
     validation : lnn.Dataset, float or None, keyword-only
         Validation data, a fraction of the trajectories of ``dataset`` to hold
-        out (``dataset.split``), or None.
+        out (``dataset.split``), or None. With fewer than ``1 / validation``
+        trajectories (one recording), contiguous time blocks kept a derivative
+        window apart are held out instead (``dataset.split(by="auto")``), with
+        a :class:`lnn.data.TimeSplitWarning` saying so.
     seed : int, keyword-only
         Seed of the data split, the shuffling and ``initialization``.
     time_limit : float, optional, keyword-only
         Wall-time budget in seconds: training stops cleanly before exceeding
         it. The learning-rate schedule then follows the larger of the epoch
-        and the time fraction, so that it decays within the budget.
+        and the time fraction (the time fraction alone when ``epochs`` is
+        None), so that it decays within the budget.
     callbacks : sequence of callable or keras.callbacks.Callback, keyword-only
         A callable is called as ``callback(epoch, logs)`` after every epoch
         with the epoch's row of :meth:`History.as_rows`; returning True stops
@@ -104,7 +119,8 @@ def fit(
         ``progress(done, total, message)`` with epochs done (fractional) out
         of ``epochs`` and the latest losses; under a ``time_limit`` that
         ends the run sooner, ``done / total`` is the elapsed fraction of it
-        (so a progress bar's time left is right either way).
+        (so a progress bar's time left is right either way); without an
+        epoch count, ``total`` is 1 and ``done`` that fraction.
     schedule : {"cosine", "exponential", "constant"}, keyword-only
         Learning-rate schedule over the run (after a linear warm-up).
     final_learning_rate : float, keyword-only
@@ -152,7 +168,14 @@ def fit(
         weights before that batch).
     ValueError, TypeError
         For bad arguments, naming the argument and the value received.
+
+    Warns
+    -----
+    IdentifiabilityWarning
+        When the training data cannot identify what ``loss`` asks for.
     """
+    if isinstance(loss, str) and loss == "auto":
+        loss = _identifiability.default_loss(dataset, model)
     options = _options.check(
         loss=loss, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
         time_limit=time_limit, clipnorm=clipnorm, patience=patience, horizon=horizon,
@@ -162,6 +185,7 @@ def fit(
     clock = Clock(time_limit=options.time_limit, epochs=options.epochs)
     data = _data.prepare(dataset, validation, seed=seed, horizon=options.horizon,
                          rollout=options.rollout)
+    _identifiability.check(options.weights, data.train["tau"])
     strategy, dtype = _model.prepare(model, data, strategy=strategy, adapt=adapt,
                                      initialization=initialization, seed=seed)
     pipeline = _data.Pipeline(data, batch_size=options.batch_size, dtype=dtype, strategy=strategy)
@@ -185,7 +209,8 @@ def fit(
     with EpochLogs(csv_log=csv_log, tensorboard_dir=tensorboard_dir, resume=len(record) > 0) as logs, \
             hooks:
         first = hooks.train_begin(first)
-        for epoch in range(first, options.epochs):
+        epochs = itertools.count(first) if options.epochs is None else range(first, options.epochs)
+        for epoch in epochs:
             if not clock.room_for_epoch():
                 stopped = "time_limit"
                 break
@@ -200,7 +225,7 @@ def fit(
                 saver.save(epoch, record, best, improved=improved)
             logs.write(row)
             if progress is not None:
-                progress(clock.done(epoch + 1), options.epochs, record.message(epoch))
+                progress(clock.done(epoch + 1), clock.total, record.message(epoch))
             clock.end_epoch(first=epoch == first)
             stop = hooks.epoch_end(epoch, row)  # every callback sees every epoch
             cut = cut or ("callback" if stop else None)
@@ -209,6 +234,8 @@ def fit(
             if cut is not None:
                 stopped = cut
                 break
+        if stopped == "time_limit" and progress is not None and len(record):
+            progress(clock.total, clock.total, record.message(len(record) - 1))  # the budget is spent
         if restore_best:
             best.restore(model)
         hooks.train_end()

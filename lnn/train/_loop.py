@@ -28,13 +28,14 @@ class EpochLoop:
     callbacks : lnn.train._callbacks.Callbacks
     progress : callable or None
         ``progress(done, total, message)`` after every applied step.
-    epochs : int
+    epochs : int or None
+        None for a run that only the clock's time limit ends.
     shuffle : bool
     seed : int
     """
 
     def __init__(self, trainer, pipeline, *, optimizer, schedule, clock, callbacks, progress,
-                 epochs: int, shuffle: bool, seed: int) -> None:
+                 epochs: int | None, shuffle: bool, seed: int) -> None:
         self.trainer = trainer
         self.pipeline = pipeline
         self.optimizer = optimizer
@@ -63,7 +64,7 @@ class EpochLoop:
             ``TerminateOnNaN`` then stops training): that update is not applied.
         """
         trainer, steps, callbacks = self.trainer, self.pipeline.steps_per_epoch, self.callbacks
-        total_steps = self.epochs * steps
+        total_steps = None if self.epochs is None else self.epochs * steps
         sums = {k: 0.0 for k in trainer.terms}
         rows = 0.0
         for b, batch in enumerate(self.pipeline.epoch(epoch, shuffle=self.shuffle, seed=self.seed)):
@@ -84,7 +85,7 @@ class EpochLoop:
                     "Check the data for NaN/inf, or lower learning_rate / clipnorm",
                     epoch=epoch, batch=b, terms=terms)
             if applied and self.progress is not None:
-                self.progress(self.clock.done(epoch + (b + 1) / steps), self.epochs, message)
+                self.progress(self.clock.done(epoch + (b + 1) / steps), self.clock.total, message)
             if callbacks.stop_requested:
                 return _means(sums, rows, trainer.weights), "callback"
             if self.clock.over():

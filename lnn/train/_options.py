@@ -9,7 +9,30 @@ from lnn.train._initialization import INITIALIZATIONS
 from lnn.train._losses import TERMS, loss_weights
 from lnn.train._schedule import Schedule
 
-__all__ = ["Options", "check"]
+__all__ = ["DEFAULT_EPOCHS", "Options", "check", "resolve_epochs"]
+
+#: The epochs of a fit given neither ``epochs`` nor ``time_limit``.
+DEFAULT_EPOCHS = 100
+
+
+def resolve_epochs(epochs, time_limit) -> int | None:
+    """fit's rule for ``epochs``: as given; None means :data:`DEFAULT_EPOCHS` without a
+    ``time_limit`` and no epoch limit with one (the budget decides).
+
+    Parameters
+    ----------
+    epochs : int or None
+    time_limit : float or None
+        Already checked (positive or None).
+
+    Returns
+    -------
+    int or None
+        The epoch count, or None for a run that only the time limit ends.
+    """
+    if epochs is None:
+        return DEFAULT_EPOCHS if time_limit is None else None
+    return _validate.positive("epochs", epochs, integer=True)
 
 
 @dataclass(frozen=True)
@@ -20,7 +43,9 @@ class Options:
     ----------
     weights : dict of str to float
         Loss weights by canonical term name.
-    epochs, batch_size, horizon : int
+    epochs : int or None
+        None: no epoch limit (the time limit ends the run).
+    batch_size, horizon : int
     time_limit, clipnorm : float or None
     patience : int or None
     min_delta : float
@@ -28,7 +53,7 @@ class Options:
     """
 
     weights: dict
-    epochs: int
+    epochs: int | None
     batch_size: int
     time_limit: float | None
     clipnorm: float | None
@@ -47,10 +72,10 @@ def check(*, loss, epochs, batch_size, learning_rate, time_limit, clipnorm, pati
           min_delta, schedule, final_learning_rate, warmup, initialization) -> Options:
     """fit's options as :class:`Options`; ``ValueError``/``TypeError`` naming a bad one."""
     weights = loss_weights(loss)
-    epochs = _validate.positive("epochs", epochs, integer=True)
+    time_limit = _validate.positive("time_limit", time_limit, allow_none=True)
+    epochs = resolve_epochs(epochs, time_limit)
     batch_size = _validate.positive("batch_size", batch_size, integer=True)
     learning_rate = _validate.positive("learning_rate", learning_rate)
-    time_limit = _validate.positive("time_limit", time_limit, allow_none=True)
     clipnorm = _validate.positive("clipnorm", clipnorm, allow_none=True)
     patience = _validate.positive("patience", patience, integer=True, allow_none=True)
     horizon = _validate.positive("horizon", horizon, integer=True)
