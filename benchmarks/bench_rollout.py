@@ -55,57 +55,78 @@ import numpy as np  # noqa: E402
 import simulations  # noqa: E402
 from lnn import rollout  # noqa: E402
 from lnn.integrate import _SAMPLE_BLOCK  # noqa: E402
-from lnn.fast import FastLagrangian  # noqa: E402
 from lnn.models import LagrangianNetwork, compiled  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- the peer
 
 
-def jax_dynamics(model):
-    """JAX ``(acceleration, jacobian)`` of ``model``'s Lagrangian, batched and jitted.
+def jax_lagrangian(model):
+    """``(params, lagrangian(p, q, qd))``: the model's Lagrangian in JAX, one sample, same weights.
 
-    The Lagrangian is rebuilt from the same (folded) weights as :mod:`lnn.fast`
-    and differentiated the textbook way: ``M = jax.hessian`` in ``qd``,
-    ``dL/dq = jax.grad``, the mixed term ``(d2L/dqd dq) qd`` a ``jax.jvp``.
+    The weights are the model's effective layers (:meth:`LagrangianNetwork.mlp_layers`) and
+    its input map (:meth:`LagrangianNetwork.feature_map`), as in ``bench_mechanics.py``.
     """
     import jax
     import jax.numpy as jnp
 
     jax.config.update("jax_enable_x64", True)
-    snap = FastLagrangian.from_model(model)
-    if snap.kind != "kinetic-potential":
-        raise ValueError(f"the JAX peer covers the kinetic-potential kind, got {snap.kind!r}")
-    act = {"softplus": jax.nn.softplus, "tanh": jnp.tanh, "sigmoid": jax.nn.sigmoid,
-           "swish": jax.nn.swish}[snap.main.activation]
-    lin, ang = snap.lin, snap.ang
-    damping = None if snap.damping is None else jnp.asarray(snap.damping)
+    if model.kind != "kinetic-potential" or model.activation_name != "softplus":
+        raise ValueError("the JAX peer covers the softplus kinetic-potential kind, got "
+                         f"{model.kind!r} / {model.activation_name!r}")
+    layers = model.mlp_layers()
+    fmap = model.feature_map()
+    eps = model.epsilon if model.convex else 0.0
+    params = {
+        "A": jnp.asarray(fmap.A), "S": jnp.asarray(fmap.B_sin), "C": jnp.asarray(fmap.B_cos),
+        "c": jnp.asarray(fmap.c), "s": jnp.asarray(fmap.qd_scale),
+        "T": [(jnp.asarray(layer.kernel), jnp.asarray(layer.bias)) for layer in layers["kinetic"]],
+        "V": [(jnp.asarray(layer.kernel), jnp.asarray(layer.bias)) for layer in layers["potential"]],
+    }
 
-    def mlp(net, r, qd):
-        z = r @ net.w_r + net.b_1
-        if qd is not None:
-            z = z + qd @ net.w_qd
-        for k, b in zip(net.kernels, net.biases):
-            z = act(z) @ k + b
-        return z[0]
+    def mlp(weights, x):
+        for k, b in weights[:-1]:
+            x = jax.nn.softplus(x @ k + b)
+        k, b = weights[-1]
+        return (x @ k + b)[0]
 
-    def lagrangian(q, qd):
-        r = jnp.concatenate([q[lin], jnp.sin(q[ang]), jnp.cos(q[ang])])
-        kinetic = mlp(snap.main, r, qd) + 0.5 * snap.epsilon * qd @ qd
-        return kinetic - mlp(snap.potential, r, None)
+    def lagrangian(p, q, qd):
+        x = q @ p["A"] + jnp.sin(q) @ p["S"] + jnp.cos(q) @ p["C"] + p["c"]
+        kinetic = mlp(p["T"], jnp.concatenate([x, qd / p["s"]])) + 0.5 * eps * qd @ qd
+        return kinetic - mlp(p["V"], x)
 
-    def acceleration(q, qd, tau):
-        mass = jax.hessian(lagrangian, 1)(q, qd)
-        grad_q = jax.grad(lagrangian, 0)(q, qd)
-        mixed = jax.jvp(lambda x: jax.grad(lagrangian, 1)(x, qd), (q,), (qd,))[1]
-        rhs = grad_q - mixed + tau
+    return params, lagrangian
+
+
+def jax_acceleration(model):
+    """``(params, acceleration(p, q, qd, tau))`` of one sample: the textbook Euler–Lagrange RHS."""
+    import jax
+    import jax.numpy as jnp
+
+    params, lagrangian = jax_lagrangian(model)
+    damping = None
+    if model.damping:
+        damping = jnp.asarray(np.asarray(model.damping_matrix(), np.float64))
+
+    def acceleration(p, q, qd, tau):
+        mass = jax.hessian(lagrangian, 2)(p, q, qd)
+        mixed = jax.jacobian(jax.grad(lagrangian, 2), 1)(p, q, qd)
+        rhs = jax.grad(lagrangian, 1)(p, q, qd) - mixed @ qd + tau
         if damping is not None:
             rhs = rhs - damping @ qd
         return jnp.linalg.solve(mass, rhs)
 
-    n = snap.n_dof
-    batched = jax.jit(jax.vmap(acceleration))
-    jac = jax.jit(jax.vmap(jax.jacfwd(lambda y, tau: acceleration(y[:n], y[n:], tau))))
+    return params, acceleration
+
+
+def jax_dynamics(model):
+    """JAX ``(acceleration, jacobian)`` of ``model``'s Lagrangian, batched and jitted (numpy in/out)."""
+    import jax
+
+    params, acceleration = jax_acceleration(model)
+    n = model.n_dof
+    batched = jax.jit(jax.vmap(lambda q, qd, tau: acceleration(params, q, qd, tau)))
+    jac = jax.jit(jax.vmap(jax.jacfwd(lambda y, tau: acceleration(params, y[:n], y[n:], tau))))
 
     def numpy_acceleration(q, qd, tau=None):
         tau = np.zeros_like(q) if tau is None else tau
@@ -116,6 +137,55 @@ def jax_dynamics(model):
         return np.asarray(jac(np.concatenate([q, qd], axis=1), tau))
 
     return numpy_acceleration, acceleration_jacobian
+
+
+def diffrax_solvers(model, t, *, rtol, atol):
+    """``name -> solve(y0 (B, 2n)) -> ys (B, T, 2n)``: diffrax on the same weights, jit-compiled.
+
+    ``"diffrax Dopri8 vmap"``: one adaptive solve per trajectory (``jax.vmap`` of
+    ``diffeqsolve``, every trajectory its own steps); ``"... stacked"``: one solve
+    of the stacked ``(B, 2n)`` state (one step size, diffrax's RMS norm over it).
+    """
+    import diffrax
+    import jax
+    import jax.numpy as jnp
+
+    params, acceleration = jax_acceleration(model)
+    n = model.n_dof
+    ts = jnp.asarray(t)
+    zero = jnp.zeros(n)
+
+    def field(s, y, args):
+        return jnp.concatenate([y[n:], acceleration(params, y[:n], y[n:], zero)])
+
+    def stacked_field(s, Y, args):
+        qdd = jax.vmap(lambda y: acceleration(params, y[:n], y[n:], zero))(Y)
+        return jnp.concatenate([Y[:, n:], qdd], axis=1)
+
+    def solver(vector_field, method):
+        def solve(y0):
+            return diffrax.diffeqsolve(
+                diffrax.ODETerm(vector_field), method, ts[0], ts[-1], None, y0,
+                saveat=diffrax.SaveAt(ts=ts),
+                stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+                max_steps=100_000).ys
+        return solve
+
+    one = solver(field, diffrax.Dopri8())
+    vmapped = jax.jit(jax.vmap(one))
+    stacked8 = jax.jit(solver(stacked_field, diffrax.Dopri8()))
+    stacked5 = jax.jit(solver(stacked_field, diffrax.Tsit5()))
+
+    def run(fn, layout):
+        def call(y0):
+            ys = jax.block_until_ready(fn(jnp.asarray(y0)))
+            ys = np.asarray(ys)
+            return ys if layout == "vmap" else ys.transpose(1, 0, 2)
+        return call
+
+    return {"diffrax Dopri8 vmap": run(vmapped, "vmap"),
+            "diffrax Dopri8 stacked": run(stacked8, "stacked"),
+            "diffrax Tsit5 stacked": run(stacked5, "stacked")}
 
 
 # ----------------------------------------------------------------------------- adapters
@@ -207,6 +277,52 @@ def learned_model(truth, name, *, hidden, train_seconds, seed):
     return model
 
 
+def compiled_vs_diffrax(model, q_all, qd_all, t, *, batches, rtol, atol, repeats):
+    """Print the compiled integrators of :mod:`lnn.solvers` against diffrax, round-robin.
+
+    For every batch size: lnn's ``dopri8``, ``dopri5``, ``tsit5`` (compiled) and
+    ``DOP853`` (scipy, per-trajectory error control), diffrax's Dopri8 (``vmap``
+    and stacked) and Tsit5 (stacked), each timed ``repeats`` times in turn after
+    a first, compiling call (its excess over the median is the compilation time);
+    the maximum error of ``q`` against a DOP853 reference at ``rtol = 1e-11``.
+    """
+    peers = diffrax_solvers(model, t, rtol=rtol, atol=atol)
+    print(f"\ncompiled integrators vs diffrax 0.7 (rtol={rtol:g}, atol={atol:g}, wall time "
+          f"median of {repeats}, round-robin; ratio: to the fastest diffrax in this run)")
+    print(f"{'B':>5}  {'integrator':<24}{'wall s':>9}{'ratio':>8}{'compile s':>11}{'max |q err|':>13}")
+    n = model.n_dof
+    for batch in batches:
+        q0, qd0 = q_all[:batch], qd_all[:batch]
+        reference = rollout(model, q0, qd0, t, method="DOP853", rtol=1e-11, atol=1e-13).q
+        y0 = np.concatenate([q0, qd0], axis=1)
+        contenders = {}
+        for method in ("dopri8", "dopri5", "tsit5", "DOP853"):
+            contenders[f"lnn {method}"] = (lambda m=method: rollout(
+                model, q0, qd0, t, method=m, rtol=rtol, atol=atol).q)
+        for name, fn in peers.items():
+            if batch == 1 and name == "diffrax Dopri8 stacked":
+                continue  # the same solve as vmap at B = 1
+            contenders[name] = (lambda f=fn: f(y0)[..., :n])
+        first, walls, errors = {}, {name: [] for name in contenders}, {}
+        for name, fn in contenders.items():
+            start = time.perf_counter()
+            q = fn()
+            first[name] = time.perf_counter() - start
+            errors[name] = float(np.nanmax(np.abs(q - reference)))
+        for _ in range(repeats):
+            for name, fn in contenders.items():
+                start = time.perf_counter()
+                fn()
+                walls[name].append(time.perf_counter() - start)
+        medians = {name: statistics.median(w) for name, w in walls.items()}
+        best = min(v for k, v in medians.items() if k.startswith("diffrax"))
+        for name in contenders:
+            wall = medians[name]
+            compile_s = max(first[name] - wall, 0.0)
+            print(f"{batch:>5}  {name:<24}{wall:>9.4f}{wall / best:>8.2f}{compile_s:>11.2f}"
+                  f"{errors[name]:>13.2e}")
+
+
 def main() -> None:
     """Parse the options, run every measurement and print the tables."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -223,6 +339,13 @@ def main() -> None:
     parser.add_argument("--solo", type=int, default=None,
                         help="trajectories of the batch (evenly spread) rolled out one by one to "
                              "measure the batch-1 rows: their mean is reported (8; --quick: 2)")
+    parser.add_argument("--peer-only", action="store_true",
+                        help="only the table of the compiled integrators against diffrax")
+    parser.add_argument("--peer-batches", type=int, nargs="+", default=[1, 16, 256],
+                        help="batch sizes of that table (1 16 256)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per contender (3)")
+    parser.add_argument("--systems", nargs="+", default=["double-pendulum", "chain"],
+                        choices=["double-pendulum", "chain"])
     args = parser.parse_args()
     duration = args.duration if args.duration is not None else (2.0 if args.quick else 10.0)
     big = args.batch if args.batch is not None else (32 if args.quick else 256)
@@ -232,6 +355,9 @@ def main() -> None:
     t = np.linspace(0.0, duration, int(round(duration * 10)) + 1)
     systems = [("double pendulum", simulations.DoublePendulum()),
                ("7-DOF chain", simulations.NPendulum(masses=[1.0] * 7, lengths=[0.5] * 7))]
+    chosen = {"double-pendulum": "double pendulum", "chain": "7-DOF chain"}
+    systems = [(label, truth) for label, truth in systems
+               if label in {chosen[name] for name in args.systems}]
 
     print(f"lnn rollout benchmark: {duration:g} s, rtol={args.rtol:g}, atol={args.atol:g}, "
           f"hidden={tuple(args.hidden)}, float64, training {train_seconds:g} s per model, "
@@ -240,9 +366,17 @@ def main() -> None:
     for label, truth in systems:
         model = learned_model(truth, label.replace(" ", "-"), hidden=tuple(args.hidden),
                               train_seconds=train_seconds, seed=args.seed)
+        print(f"\n## {label} (n = {truth.n_dof})\n")
+        rng = np.random.default_rng(args.seed)
+        q_all = rng.uniform(-args.amplitude, args.amplitude, (max(big, *args.peer_batches),
+                                                             truth.n_dof))
+        qd_all = 0.5 * rng.normal(size=q_all.shape)
+        compiled_vs_diffrax(model, q_all, qd_all, t, batches=args.peer_batches, rtol=args.rtol,
+                            atol=args.atol, repeats=args.repeats)
+        if args.peer_only:
+            continue
         available = ways(model)
         energy = model.numpy_snapshot().energy
-        print(f"\n## {label} (n = {truth.n_dof})\n")
         print("per right-hand-side call (median, µs)")
         print(f"{'way':<13}{'B=1':>12}{'ratio':>8}{f'B={big}':>12}{'ratio':>8}")
         # Moderate initial states (|q| <= amplitude rad, qd ~ N(0, 0.5 rad/s)): a robot's

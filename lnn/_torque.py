@@ -180,6 +180,15 @@ class NumpyTorque:
         return cls(t=t, B=batch, n=n, hold=hold,
                    samples=np.broadcast_to(expanded, (batch,) + expanded.shape[1:]))
 
+    def subset(self, rows: np.ndarray) -> "NumpyTorque":
+        """The force of the trajectories ``rows`` only (a rollout that dropped failed ones).
+
+        A controller then receives the states of those rows, ``(len(rows), n)``.
+        """
+        samples = None if self.samples is None else self.samples[rows]
+        return NumpyTorque(t=self.t, B=int(len(rows)), n=self.n, hold=self.hold,
+                           samples=samples, controller=self.controller)
+
     @property
     def is_none(self) -> bool:
         """Whether the system is unforced."""

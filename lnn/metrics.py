@@ -57,6 +57,7 @@ __all__ = [
     "rollout_error",
     "energy_error",
     "mass_matrix_report",
+    "masked_acceleration",
     "evaluate",
 ]
 
@@ -570,16 +571,45 @@ def _batched(fn, *arrays, chunk: int = _CHUNK) -> np.ndarray:
 
 
 def _model_acceleration(model, q, qd, tau) -> tuple[np.ndarray, int]:
-    """Accelerations chunk by chunk; chunks the model refuses (singular ``M``) become NaN."""
+    """Accelerations chunk by chunk; the samples the model refuses (``M`` not positive
+    definite) become NaN, one by one (:func:`lnn.integrate.evaluate_masked`): the rest of
+    their chunk is evaluated."""
+    from lnn.integrate import evaluate_masked
+
     fn = getattr(model, "numpy_acceleration", None) or model.acceleration
     out, failed = np.full(q.shape, np.nan), 0
     for i in range(0, q.shape[0], _CHUNK):
         sl = slice(i, i + _CHUNK)
-        try:
-            out[sl] = _array(fn(q[sl], qd[sl], tau[sl]), "model acceleration")
-        except ValueError:  # lnn.mechanics.MassMatrixError: reported, not hidden
-            failed += q[sl].shape[0]
+        masked = evaluate_masked(lambda *x: _array(fn(*x), "model acceleration"),
+                                 q[sl], qd[sl], tau[sl])
+        out[sl] = masked.values
+        failed += masked.n_failed
     return out, failed
+
+
+def masked_acceleration(system, q, qd, tau=None):
+    """A system's accelerations on a batch, the samples it refuses set to NaN (not the batch).
+
+    Parameters
+    ----------
+    system : MechanicalSystem
+        ``numpy_acceleration`` is used when present, else ``acceleration``.
+    q, qd : array_like, shape ``(N, n)``
+    tau : array_like, shape ``(N, n)``, optional
+
+    Returns
+    -------
+    lnn.integrate.MaskedEvaluation
+        ``values (N, n)`` (NaN in the failed rows), ``failed (N,)``, and
+        ``reasons`` (row -> message: a mass matrix that is not positive
+        definite, a non-finite result).
+    """
+    from lnn.integrate import evaluate_masked
+
+    fn = getattr(system, "numpy_acceleration", None) or system.acceleration
+    q2, qd2 = np.atleast_2d(np.asarray(q, np.float64)), np.atleast_2d(np.asarray(qd, np.float64))
+    tau2 = None if tau is None else np.atleast_2d(np.asarray(tau, np.float64))
+    return evaluate_masked(lambda *x: _array(fn(*x), "system acceleration"), q2, qd2, tau2)
 
 
 def _is_dataset(data) -> bool:
@@ -652,7 +682,9 @@ def evaluate(model, data, *, true_system=None, initial_states=None, n_rollouts: 
     -------
     MetricsTable
         Rows (when computable): ``acceleration_error_median/mean``,
-        ``acceleration_failures``, ``torque_mse``, ``torque_nmse`` and
+        ``acceleration_failures`` (per sample), ``rollout_failures`` (the
+        fraction of the model's rollouts that stopped early; the rollout and
+        energy errors are over those that finished), ``torque_mse``, ``torque_nmse`` and
         ``torque_nmse_<j>`` (only for joints whose true torque varies), ``rollout_error_geometric_mean``,
         ``valid_prediction_time_mean``, ``energy_error_mean``,
         ``mass_matrix_error_median``, ``mass_matrix_positive_definite``,
@@ -736,8 +768,19 @@ def evaluate(model, data, *, true_system=None, initial_states=None, n_rollouts: 
         tau_arg = tau_runs if forced else None
         if reference_system is not None and _is_dataset(data):
             reference = rollout(reference_system, q0, qd0, t, tau=tau_arg, method=method, rtol=rtol, atol=atol)
-        predicted = rollout(model, q0, qd0, t, tau=tau_arg, method=method, rtol=rtol, atol=atol)
+        predicted = rollout(model, q0, qd0, t, tau=tau_arg, method=method, rtol=rtol, atol=atol,
+                            on_failure="mask")
         angular = getattr(data, "angular", None) or getattr(model, "angular", None)
+        finished = ~predicted.failed
+        rows.append(MetricRow("rollout_failures", float(np.mean(~finished)),
+                              "fraction of the model's rollouts that failed (M not positive "
+                              "definite, non-finite state) before the end"))
+        if not finished.any():
+            report(stages, stages, "done")
+            return MetricsTable(rows=tuple(rows), details=details)
+        if not finished.all():  # the errors of the rollouts that finished; failures counted above
+            keep = np.flatnonzero(finished)
+            predicted, reference = predicted[keep], reference[keep]
         roll = rollout_error(predicted, reference, threshold=threshold, angular=angular)
         details["rollout"] = roll
         details["predicted"], details["reference"] = predicted, reference

@@ -74,12 +74,15 @@ import tensorflow as tf
 from lnn import _runtime, _torque, _validate
 from lnn._grid import time_grid
 from lnn._schemes import scheme
+from lnn.solvers import NAMES as _solver_names
 from lnn.trajectory import Trajectory
 
-__all__ = ["odeint", "OdeintResult", "METHODS"]
+__all__ = ["odeint", "OdeintResult", "METHODS", "ADAPTIVE_METHODS"]
 
-#: Names accepted by :func:`odeint`'s ``method``.
+#: Names of the fixed-step methods of :func:`odeint`.
 METHODS = ("rk4", "verlet")
+#: Names of the adaptive methods of :func:`odeint` (:mod:`lnn.solvers`).
+ADAPTIVE_METHODS = _solver_names
 
 #: The result of :func:`odeint`, eagerly and inside a ``tf.function`` alike (kept as a
 #: name for code written when the traced result had a type of its own).
@@ -99,7 +102,10 @@ def odeint(
     tau=None,
     substeps: int = 1,
     iterations: int = 4,
-    jit_compile: bool = False,
+    jit_compile: bool | None = None,
+    rtol=None,
+    atol=None,
+    max_steps: int = 100_000,
 ) -> Trajectory:
     """Integrate a system on a time grid with a fixed-step TensorFlow integrator.
 
@@ -124,8 +130,13 @@ def odeint(
     t : array_like or tf.Tensor, shape ``(T,)``
         Strictly increasing sample times, ``T >= 2``; ``t[0]`` is the time of
         the initial state. A symbolic ``t`` is checked when the graph runs.
-    method : {"rk4", "verlet"}, keyword-only
-        Integration scheme (see the module docstring).
+    method : {"rk4", "verlet", "tsit5", "dopri5", "dopri8"}, keyword-only
+        Integration scheme: the fixed-step schemes of the module docstring,
+        or an adaptive embedded Runge–Kutta pair of :mod:`lnn.solvers`
+        (every trajectory with its own step size and error control, dense
+        output at ``t``; differentiable step by step, the step sizes held
+        fixed; ``substeps`` and ``iterations`` do not apply). An adaptive
+        method takes ``tau`` as samples or None (not a controller).
     tau : None, array_like or tensor ``(T, n)`` or ``(1 or B, T, n)``, or callable, keyword-only
         Generalized forces. Samples on ``t`` are interpolated linearly within
         each interval. A callable ``tau(t, q, qd)`` (a controller) receives a
@@ -138,8 +149,16 @@ def odeint(
         fixed-point iterations of the two implicit stages each gain a factor
         of about ``h · |∂qdd/∂qd|``; the Newton inversions of the momentum
         converge quadratically.
-    jit_compile : bool, keyword-only
-        Compile the rollout with XLA.
+    jit_compile : bool, optional, keyword-only
+        Compile the rollout with XLA. Default: no for the fixed-step methods;
+        for the adaptive ones, XLA unless a gradient tape may record or the
+        call is inside a ``tf.function`` (its gradient runs without XLA).
+    rtol, atol : float or array_like ``(B,)``, optional, keyword-only
+        Tolerances of the adaptive methods (default
+        :func:`lnn.integrate.default_tolerances`); not accepted by the
+        fixed-step ones.
+    max_steps : int, keyword-only
+        Step attempts per trajectory of an adaptive method before it fails.
 
     Returns
     -------
@@ -166,6 +185,13 @@ def odeint(
     TypeError
         If ``system`` lacks a method the chosen scheme needs.
     """
+    if method in ADAPTIVE_METHODS:
+        return _adaptive(system, q0, qd0, t, method=method, tau=tau, rtol=rtol, atol=atol,
+                         max_steps=max_steps, jit_compile=jit_compile)
+    if rtol is not None or atol is not None:
+        raise ValueError(f"rtol and atol apply to the adaptive methods {ADAPTIVE_METHODS}; "
+                         f"method {method!r} is fixed-step (use substeps)")
+    jit_compile = bool(jit_compile)
     substeps, iterations = _check_options(system, method, substeps, iterations)
     dtype = _system_dtype(system, q0)
     inputs = _inputs(system, q0, qd0, t, tau, dtype)
@@ -220,10 +246,59 @@ class _Inputs:
         return None if self.t_np is None else self.t_np.shape[0]
 
 
+def _adaptive(system, q0, qd0, t, *, method, tau, rtol, atol, max_steps, jit_compile):
+    """:func:`odeint` with an adaptive method of :mod:`lnn.solvers` (tensors, differentiable)."""
+    from lnn.integrate import default_tolerances
+    from lnn.solvers import solve
+
+    for attr in ("acceleration",):
+        if not callable(getattr(system, attr, None)):
+            raise TypeError(f"system must provide a callable {attr}(...) for method={method!r}; "
+                            f"got {type(system).__name__}")
+    if callable(tau):
+        raise ValueError(f"method {method!r} takes tau as samples on t or None, not a controller "
+                         "(its trajectories have their own times); use 'rk4' or 'verlet'")
+    max_steps = _validate.positive("max_steps", max_steps, integer=True)
+    dtype = _system_dtype(system, q0)
+    inputs = _inputs(system, q0, qd0, t, tau, dtype)
+    default_rtol, default_atol = default_tolerances(system)
+    tolerances = []
+    for name, value, default in (("rtol", rtol, default_rtol), ("atol", atol, default_atol)):
+        value = default if value is None else value
+        if not isinstance(value, (tf.Tensor, tf.Variable)):
+            array = np.asarray(value, dtype=np.float64)
+            if array.ndim > 1 or not (np.all(np.isfinite(array)) and np.all(array > 0)):
+                raise ValueError(f"{name} must be a positive finite number or an array (B,); "
+                                 f"got {value!r}")
+        tolerances.append(value)
+    with tf.control_dependencies(inputs.checks):
+        q0 = tf.identity(inputs.q0)
+    y0 = tf.concat([q0, inputs.qd0], axis=1)
+    tau_samples = None
+    if tau is not None:
+        tau_samples = tf.broadcast_to(
+            inputs.tau_samples, tf.stack([tf.shape(y0)[0], tf.shape(inputs.t)[0], inputs.n]))
+    result = solve(system, y0, inputs.t, method=method, tau_samples=tau_samples,
+                   rtol=tolerances[0], atol=tolerances[1], max_steps=max_steps,
+                   jit_compile=jit_compile, dtype=dtype)
+    eager = tf.executing_eagerly()
+    failed_at = result.failed_at.numpy().astype(np.float64) if eager else None
+    metadata = {"rtol": rtol, "atol": atol, "max_steps": max_steps}
+    if eager:
+        metadata.update(n_accepted=result.n_accepted.numpy().tolist(),
+                        n_rejected=result.n_rejected.numpy().tolist())
+    else:
+        metadata.update(failed_at=result.failed_at, status=result.status)
+    return Trajectory(
+        t=inputs.t_np if eager else inputs.t, q=result.q, qd=result.qd, qdd=result.qdd,
+        tau=result.tau, energy=result.energy, nfev=int(result.nfev.numpy()) if eager else 0,
+        method=method, metadata=metadata, failed_at=failed_at)
+
+
 def _check_options(system, method: str, substeps, iterations) -> tuple[int, int]:
     """``(substeps, iterations)`` as ints, once ``method`` and ``system`` are known to fit."""
     if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        raise ValueError(f"method must be one of {METHODS + ADAPTIVE_METHODS}, got {method!r}")
     substeps = _validate.positive("substeps", substeps, integer=True)
     iterations = _validate.positive("iterations", iterations, integer=True)
     needed = ("acceleration", "energy") + (("mass_matrix",) if method == "verlet" else ())

@@ -3,10 +3,31 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Trajectory"]
+__all__ = ["Failure", "Trajectory"]
+
+
+class Failure(NamedTuple):
+    """One trajectory of a batch that stopped before the end of its rollout.
+
+    Attributes
+    ----------
+    index : int
+        Its index over the batch ``B``.
+    time : float
+        The time (s) of the failure (the stage at which the solver found it;
+        the samples after the last accepted step before it are NaN).
+    reason : str
+        What failed (a mass matrix that is not positive definite, a
+        non-finite state, a step size that became too small, ...).
+    """
+
+    index: int
+    time: float
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -32,6 +53,17 @@ class Trajectory:
         Number of right-hand-side evaluations the solver made (0 if unknown).
     method : str
         The integration method that produced it.
+    metadata : dict
+        The solver's counters and options.
+    failed_at : ndarray, shape ``(B,)``
+        The time (s) at which each trajectory failed and stopped (its samples
+        from the solver's last accepted step before that time on are NaN; see
+        ``on_failure`` of :func:`lnn.rollout`), NaN for a trajectory that
+        reached ``t[-1]``. Default: all NaN (None
+        while the batch size of symbolic tensors is unknown).
+    failures : tuple of lnn.integrate.Failure
+        One record ``(index, time, reason)`` per failed trajectory (empty when
+        every trajectory finished).
     """
 
     t: np.ndarray
@@ -43,6 +75,8 @@ class Trajectory:
     nfev: int = 0
     method: str = ""
     metadata: dict = field(default_factory=dict, compare=False)
+    failed_at: np.ndarray | None = field(default=None, compare=False)
+    failures: tuple = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         t = _static_shape(self.t)
@@ -64,6 +98,23 @@ class Trajectory:
                 f"Trajectory.energy must have shape {_shown(expected[:2])}, "
                 f"got shape {_shown(shape)}"
             )
+        batch = expected[0]
+        if self.failed_at is None:
+            if batch is not None and not self.symbolic:
+                object.__setattr__(self, "failed_at", np.full(batch, np.nan))
+        else:
+            failed_at = np.asarray(self.failed_at, dtype=np.float64)
+            if failed_at.shape != (batch,) and batch is not None:
+                raise ValueError(f"Trajectory.failed_at must have shape ({batch},), "
+                                 f"got shape {failed_at.shape}")
+            object.__setattr__(self, "failed_at", failed_at)
+        object.__setattr__(self, "failures", tuple(self.failures))
+
+    @property
+    def failed(self) -> np.ndarray:
+        """Which trajectories failed before ``t[-1]``, boolean ``(B,)`` (``~isnan(failed_at)``)."""
+        self._require_values("failed")
+        return ~np.isnan(self.failed_at)
 
     @property
     def symbolic(self) -> bool:
@@ -89,6 +140,8 @@ class Trajectory:
         """Select trajectories (an int, slice or index array over ``B``), keeping the batch axis."""
         if isinstance(index, (int, np.integer)):
             index = slice(index, index + 1 if index != -1 else None)
+        failed_at = None if self.failed_at is None else self.failed_at[index]
+        kept = np.arange(self.q.shape[0])[index] if self.failed_at is not None else ()
         return Trajectory(
             t=self.t,
             q=self.q[index],
@@ -99,6 +152,8 @@ class Trajectory:
             nfev=self.nfev,
             method=self.method,
             metadata=dict(self.metadata),
+            failed_at=failed_at,
+            failures=_renumbered(self.failures, kept),
         )
 
     def until(self, t_stop: float) -> "Trajectory":
@@ -117,6 +172,8 @@ class Trajectory:
             t=self.t[:k], q=self.q[:, :k], qd=self.qd[:, :k], qdd=self.qdd[:, :k],
             tau=self.tau[:, :k], energy=self.energy[:, :k], nfev=self.nfev,
             method=self.method, metadata=dict(self.metadata),
+            failed_at=np.where(self.failed_at <= t_stop, self.failed_at, np.nan),
+            failures=tuple(f for f in self.failures if f.time <= t_stop),
         )
 
     def save(self, path, *, overwrite: bool = False) -> None:
@@ -138,6 +195,7 @@ class Trajectory:
                 "t": self.t, "q": self.q, "qd": self.qd, "qdd": self.qdd,
                 "tau": self.tau, "energy": self.energy,
                 "nfev": np.asarray(self.nfev), "method": np.asarray(self.method),
+                "failed_at": np.asarray(self.failed_at, dtype=np.float64),
             },
             kind="trajectory",
             metadata=self.metadata,
@@ -155,8 +213,17 @@ class Trajectory:
             t=arrays["t"], q=arrays["q"], qd=arrays["qd"], qdd=arrays["qdd"],
             tau=arrays["tau"], energy=arrays["energy"],
             nfev=int(arrays.get("nfev", 0)), method=str(arrays.get("method", "")),
-            metadata=metadata,
+            metadata=metadata, failed_at=arrays.get("failed_at"),
         )
+
+
+def _renumbered(failures: tuple, kept) -> tuple:
+    """The failure records of the trajectories ``kept`` (old indices), renumbered in their order."""
+    if not failures:
+        return ()
+    position = {int(old): new for new, old in enumerate(np.atleast_1d(kept))}
+    return tuple(type(f)(index=position[f.index], time=f.time, reason=f.reason)
+                 for f in failures if f.index in position)
 
 
 # ----------------------------------------------------------------------------- shapes (no TF)

@@ -339,10 +339,11 @@ def test_non_finite_acceleration_names_time_and_trajectory():
 
     q0 = np.array([[0.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
     qd0 = np.array([[0.1, 0.0], [3.0, 0.0], [0.1, 0.0]])  # only trajectory 1 reaches q > 0.5
-    with pytest.raises(IntegrationError, match=r"trajectory\(ies\) \[1\] became non-finite") as info:
+    with pytest.raises(IntegrationError, match=r"trajectory\(ies\) \[1\] failed.*became non-finite") \
+            as info:
         rollout(Cliff(), q0, qd0, np.linspace(0.0, 2.0, 11))
     assert info.value.trajectories == (1,)
-    assert 0.2 < info.value.time < 1.0
+    assert 0.1 < info.value.time < 1.0  # only trajectory 1 passes q = 0.5, early
 
 
 def test_progress_reports_simulated_time():

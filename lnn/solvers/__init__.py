@@ -1,0 +1,58 @@
+"""Compiled adaptive integrators: embedded explicit Runge–Kutta pairs written in TensorFlow.
+
+One engine (:mod:`lnn.solvers._embedded`: per-trajectory step sizes under a PI
+controller, the error norm of every trajectory against its own tolerance,
+dense output at the requested times, the whole step loop one
+``tf.while_loop`` in one ``tf.function``, compiled with XLA) and one module
+per tableau, found through :data:`REGISTRY`:
+
+``"tsit5"``
+    Tsitouras 5(4), seven stages (FSAL), 4th-order dense output
+    (:mod:`lnn.solvers.tsit5`).
+``"dopri5"``
+    Dormand–Prince 5(4), seven stages (FSAL), Shampine's dense output
+    (:mod:`lnn.solvers.dopri5`; scipy's ``RK45``).
+``"dopri8"``
+    Dormand–Prince 8(5,3), twelve stages, 7th-order dense output
+    (:mod:`lnn.solvers.dopri8`; Hairer's ``DOP853``, scipy's ``DOP853``).
+
+They serve :func:`lnn.rollout` (``method="tsit5" | "dopri5" | "dopri8"``,
+numpy results) and :func:`lnn.integrate.odeint` (the same names, tensors,
+differentiable with respect to the initial state and the weights). This
+module imports neither TensorFlow nor the engine until a solve is asked for,
+so that :mod:`lnn.integrate` stays numpy + scipy at import.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__all__ = ["NAMES", "REGISTRY", "tableau", "solve", "compiled_rollout", "AdaptiveSolution"]
+
+#: name -> the module holding its :class:`lnn.solvers._tableau.Tableau` as ``TABLEAU``.
+REGISTRY = {
+    "tsit5": "lnn.solvers.tsit5",
+    "dopri5": "lnn.solvers.dopri5",
+    "dopri8": "lnn.solvers.dopri8",
+}
+#: The registered names, in order.
+NAMES = tuple(REGISTRY)
+
+
+def tableau(name: str):
+    """The :class:`lnn.solvers._tableau.Tableau` registered as ``name``.
+
+    Raises
+    ------
+    ValueError
+        For a name that is not registered (the message lists the names).
+    """
+    if name not in REGISTRY:
+        raise ValueError(f"method must be one of {', '.join(NAMES)}; got {name!r}")
+    return importlib.import_module(REGISTRY[name]).TABLEAU
+
+
+def __getattr__(name):
+    if name in ("solve", "compiled_rollout", "AdaptiveSolution"):
+        return getattr(importlib.import_module("lnn.solvers._embedded"), name)
+    raise AttributeError(f"module 'lnn.solvers' has no attribute {name!r}")

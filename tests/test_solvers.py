@@ -1,0 +1,275 @@
+"""The compiled adaptive integrators (lnn.solvers): order, agreement with solve_ivp, gradients,
+per-trajectory tolerances, no retracing, and the errors of bad input. float64 throughout."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import lnn
+from lnn import solvers
+from lnn.integrate import COMPILED_METHODS, rollout
+from lnn.odeint import odeint
+from lnn.solvers import _embedded
+
+ORDERS = {"tsit5": 5, "dopri5": 5, "dopri8": 8}
+
+
+class TFPendulums:
+    """Two coupled, damped pendulums written in TensorFlow.
+
+    ``qdd = -w**2 sin(q) - 0.3 qd + 0.4 sin(q_other - q) + tau``, with ``w`` a
+    ``tf.Variable`` (the "weights" a gradient must reach). The velocity term
+    keeps the problem generic (an undamped ``qdd = f(q)`` has a special
+    structure on which the pairs' error constants are unusual).
+    """
+
+    n_dof, angular, dtype = 2, (True, True), "float64"
+
+    def __init__(self, w=(1.0, 1.7)):
+        self.w = tf.Variable(np.asarray(w, np.float64))
+
+    def acceleration(self, q, qd, tau=None):
+        q = tf.convert_to_tensor(q, tf.float64)
+        qd = tf.convert_to_tensor(qd, tf.float64)
+        coupling = 0.4 * tf.sin(q[:, ::-1] - q)
+        qdd = -self.w ** 2 * tf.sin(q) - 0.3 * qd + coupling
+        return qdd if tau is None else qdd + tf.convert_to_tensor(tau, tf.float64)
+
+    def energy(self, q, qd):
+        q, qd = tf.convert_to_tensor(q, tf.float64), tf.convert_to_tensor(qd, tf.float64)
+        return tf.reduce_sum(0.5 * qd ** 2 + self.w ** 2 * (1 - tf.cos(q)), axis=-1)
+
+
+SYSTEM = TFPendulums()
+Q0 = np.array([[1.0, -0.5], [0.3, 2.0], [-2.5, 0.1]])
+QD0 = np.array([[0.0, 0.4], [-1.0, 0.0], [0.2, 0.3]])
+
+
+def _reference(system, q0, qd0, t):
+    return rollout(system, q0, qd0, t, method="DOP853", rtol=1e-13, atol=1e-13)
+
+
+class TFOscillators:
+    """Two harmonic oscillators in TensorFlow, ``qdd = -w**2 q``: the exact solution is known."""
+
+    n_dof, angular, dtype = 2, (False, False), "float64"
+    w = np.array([1.0, 2.3])
+
+    def acceleration(self, q, qd, tau=None):
+        return -tf.constant(self.w ** 2) * tf.convert_to_tensor(q, tf.float64)
+
+    def energy(self, q, qd):
+        return 0.5 * tf.reduce_sum(tf.convert_to_tensor(qd, tf.float64) ** 2
+                                   + self.w ** 2 * tf.convert_to_tensor(q, tf.float64) ** 2, axis=-1)
+
+
+# Fixed steps (max_step with a loose tolerance) in each method's asymptotic range, above the
+# rounding floor of float64 (measured: the pre-asymptotic slopes of these pairs are steeper,
+# e.g. DOP853's 9th-order terms dominate on the nonlinear pendulums down to errors of 1e-13).
+ORDER_CASES = {
+    "tsit5": ("pendulums", 2.0, [0.05, 0.025, 0.0125]),
+    "dopri5": ("pendulums", 2.0, [0.1, 0.05, 0.025]),
+    "dopri8": ("oscillators", 10.0, [10 / 40, 10 / 50, 10 / 64, 10 / 80, 10 / 100]),
+}
+
+
+@pytest.mark.parametrize("method", COMPILED_METHODS)
+def test_order_of_convergence(method):
+    """The end-point error falls like ``h**order`` (log-log slope within 0.2)."""
+    problem, duration, steps = ORDER_CASES[method]
+    t = np.array([0.0, duration])
+    if problem == "pendulums":
+        system, q0, qd0 = SYSTEM, Q0, QD0
+        # A finer fixed-step dopri8 solve of the same TF system is the ground truth.
+        exact = rollout(system, q0, qd0, t, method="dopri8", rtol=1e3, atol=1e3,
+                        max_step=0.004).q[:, -1]
+        np.testing.assert_allclose(exact, _reference(system, q0, qd0, t).q[:, -1], atol=1e-12)
+    else:
+        system, q0, qd0 = TFOscillators(), np.array([[1.0, 0.5]]), np.array([[0.0, 0.3]])
+        w = TFOscillators.w
+        exact = q0 * np.cos(w * duration) + qd0 / w * np.sin(w * duration)
+    errors = []
+    for h in steps:
+        result = rollout(system, q0, qd0, t, method=method, rtol=1e3, atol=1e3, max_step=h)
+        steps_taken = sum(result.metadata["n_accepted"]) / q0.shape[0]
+        assert abs(steps_taken - round(duration / h)) <= 1  # fixed steps indeed
+        errors.append(np.abs(result.q[:, -1] - exact).max())
+    slope = np.polyfit(np.log(steps), np.log(errors), 1)[0]
+    assert errors[-1] > 1e-13  # above the rounding floor
+    assert abs(slope - ORDERS[method]) < 0.2, (method, errors, slope)
+
+
+@pytest.mark.slow  # two XLA compilations per method (forced and unforced)
+@pytest.mark.parametrize("method", COMPILED_METHODS)
+def test_equals_solve_ivp_to_the_tolerance(method):
+    t = np.linspace(0.0, 5.0, 26)
+    tau = 0.3 * np.sin(np.linspace(0.0, 6.0, 26))[:, None] * np.ones(2)
+    exact = rollout(SYSTEM, Q0, QD0, t, tau=tau, method="DOP853", rtol=1e-12, atol=1e-12)
+    result = rollout(SYSTEM, Q0, QD0, t, tau=tau, method=method, rtol=1e-8, atol=1e-8)
+    scipy_result = rollout(SYSTEM, Q0, QD0, t, tau=tau, method="DOP853", rtol=1e-8, atol=1e-8)
+    # Linearly interpolated samples are only continuous at the samples (no solver stops
+    # there): both solvers lose digits at the kinks, alike.
+    error = np.abs(result.q - exact.q).max()
+    assert error < 1e-5
+    assert error < 30 * max(np.abs(scipy_result.q - exact.q).max(), 1e-9)
+    smooth = rollout(SYSTEM, Q0, QD0, t, method=method, rtol=1e-8, atol=1e-8)
+    smooth_exact = rollout(SYSTEM, Q0, QD0, t, method="DOP853", rtol=1e-12, atol=1e-12)
+    assert np.abs(smooth.q - smooth_exact.q).max() < 1e-6
+    # The samples hold the system's own accelerations, forces and energies.
+    np.testing.assert_allclose(result.qdd, SYSTEM.acceleration(
+        result.q.reshape(-1, 2), result.qd.reshape(-1, 2),
+        result.tau.reshape(-1, 2)).numpy().reshape(result.q.shape), atol=1e-12)
+    np.testing.assert_allclose(result.tau, np.broadcast_to(tau, result.tau.shape))
+    assert np.all(np.isnan(result.failed_at)) and result.failures == ()
+    assert result.method == method and result.nfev > 0
+
+
+def test_held_forces_match_solve_ivp():
+    t = np.linspace(0.0, 2.0, 9)
+    tau = np.where(np.arange(9) % 2, 0.5, -0.5)[:, None] * np.ones(2)
+    exact = rollout(SYSTEM, Q0, QD0, t, tau=tau, tau_interpolation="hold", method="DOP853",
+                    rtol=1e-12, atol=1e-12)
+    result = rollout(SYSTEM, Q0, QD0, t, tau=tau, tau_interpolation="hold", method="dopri5",
+                     rtol=1e-9, atol=1e-9)
+    assert np.abs(result.q - exact.q).max() < 1e-6
+
+
+def test_each_trajectory_meets_its_own_tolerance():
+    """Per-trajectory tolerances: each trajectory's error is that of its solo solve."""
+    t = np.linspace(0.0, 5.0, 11)
+    exact = _reference(SYSTEM, Q0, QD0, t)
+    rtol = np.array([1e-4, 1e-7, 1e-10])
+    batch = rollout(SYSTEM, Q0, QD0, t, method="dopri5", rtol=rtol, atol=rtol)
+    for b in range(3):
+        solo = rollout(SYSTEM, Q0[b:b + 1], QD0[b:b + 1], t, method="dopri5", rtol=rtol[b],
+                       atol=rtol[b])
+        np.testing.assert_allclose(batch.q[b], solo.q[0], atol=1e-13, rtol=0)
+        error = np.abs(batch.q[b] - exact.q[b]).max()
+        assert error < 100 * rtol[b]
+    errors = [np.abs(batch.q[b] - exact.q[b]).max() for b in range(3)]
+    assert errors[0] > errors[1] > errors[2]
+
+
+def test_gradients_match_finite_differences():
+    t = tf.constant(np.linspace(0.0, 1.5, 4))
+    q0 = tf.constant(Q0[:2])
+    qd0 = tf.constant(QD0[:2])
+
+    def loss(q0, qd0):
+        result = odeint(SYSTEM, q0, qd0, t, method="dopri5", rtol=1e-10, atol=1e-10)
+        return tf.reduce_sum(result.q[:, -1] ** 2) + tf.reduce_sum(result.qd[:, 2] * 0.3)
+
+    with tf.GradientTape() as tape:
+        tape.watch(q0)
+        value = loss(q0, qd0)
+    grad_q0, grad_w = tape.gradient(value, [q0, SYSTEM.w])
+    eps = 1e-6
+    direction = np.array([[0.3, -0.7], [0.5, 0.2]])
+    fd = (loss(q0 + eps * direction, qd0) - loss(q0 - eps * direction, qd0)) / (2 * eps)
+    np.testing.assert_allclose(np.sum(grad_q0.numpy() * direction), fd.numpy(), rtol=1e-5)
+    w = SYSTEM.w.numpy()
+    values = []
+    for sign in (1, -1):
+        SYSTEM.w.assign(w + sign * eps * np.array([1.0, 0.0]))
+        values.append(loss(q0, qd0).numpy())
+    SYSTEM.w.assign(w)
+    np.testing.assert_allclose(grad_w.numpy()[0], (values[0] - values[1]) / (2 * eps), rtol=1e-5)
+
+
+@pytest.mark.slow  # the step loop of a learned model's Hessians, differentiated in graph mode
+def test_gradient_reaches_a_learned_model_s_weights():
+    model = lnn.LagrangianNetwork(2, kind="kinetic-potential", convex=True, hidden=(8, 8),
+                                  angular=True, dtype="float64", seed=3)
+    t = tf.constant([0.0, 0.3, 0.6])
+    q0, qd0 = tf.constant(Q0[:2]), tf.constant(QD0[:2])
+    kernel = model.trainable_variables[0]
+
+    def loss():
+        result = odeint(model, q0, qd0, t, method="tsit5", rtol=1e-10, atol=1e-10)
+        return tf.reduce_sum(result.q[:, -1] ** 2)
+
+    with tf.GradientTape() as tape:
+        value = loss()
+    grad = tape.gradient(value, kernel).numpy()
+    direction = np.random.default_rng(0).normal(size=kernel.shape)
+    start, eps = kernel.numpy(), 1e-6
+    values = []
+    for sign in (1, -1):
+        kernel.assign(start + sign * eps * direction)
+        values.append(loss().numpy())
+    kernel.assign(start)
+    np.testing.assert_allclose(np.sum(grad * direction), (values[0] - values[1]) / (2 * eps),
+                               rtol=1e-4)
+
+
+def test_odeint_adaptive_returns_tensors_equal_to_rollout():
+    t = np.linspace(0.0, 2.0, 5)
+    tensors = odeint(SYSTEM, Q0, QD0, t, method="dopri8", rtol=1e-9, atol=1e-9)
+    arrays = rollout(SYSTEM, Q0, QD0, t, method="dopri8", rtol=1e-9, atol=1e-9)
+    assert isinstance(tensors.q, tf.Tensor)
+    np.testing.assert_allclose(tensors.q.numpy(), arrays.q, atol=1e-12)
+    np.testing.assert_allclose(tensors.energy.numpy(), arrays.energy, atol=1e-12)
+
+
+def test_compiled_solves_do_not_retrace():
+    system = TFPendulums()
+    t = np.linspace(0.0, 1.0, 6)
+    rollout(system, Q0, QD0, t, method="tsit5", rtol=1e-6, atol=1e-6)
+    count = _embedded.tracing_count(system)
+    rollout(system, Q0, QD0, t, method="tsit5", rtol=1e-8, atol=1e-7)
+    rollout(system, Q0[:1], QD0[:1], np.linspace(0.0, 2.0, 9), method="tsit5")
+    rollout(system, Q0 * 0.5, QD0, t, method="tsit5", rtol=np.array([1e-5, 1e-6, 1e-7]))
+    assert _embedded.tracing_count(system) == count
+
+
+def test_a_numpy_only_system_is_refused_with_a_clear_error():
+    import simulations
+
+    with pytest.raises(TypeError, match=r"accepts TensorFlow tensors.*DOP853"):
+        rollout(simulations.DoublePendulum(), [0.1, 0.2], [0.0, 0.0], [0.0, 0.1],
+                method="dopri5")
+
+
+def test_bad_input_is_named():
+    t = [0.0, 1.0]
+    with pytest.raises(ValueError, match=r"tsit5, dopri5, dopri8.*RK23, RK45, DOP853, Radau, "
+                                         r"BDF, LSODA; got 'rk45'"):
+        rollout(SYSTEM, Q0, QD0, t, method="rk45")
+    with pytest.raises(ValueError, match=r"method must be one of .*'rk4', 'verlet', 'tsit5', "
+                                         r"'dopri5', 'dopri8'.*got 'euler'"):
+        odeint(SYSTEM, Q0, QD0, t, method="euler")
+    with pytest.raises(ValueError, match="method must be one of tsit5, dopri5, dopri8; got 'rk7'"):
+        solvers.tableau("rk7")
+    with pytest.raises(ValueError, match=r"on_failure must be one of \('raise', 'mask'\); "
+                                         r"got 'skip'"):
+        rollout(SYSTEM, Q0, QD0, t, method="dopri5", on_failure="skip")
+    with pytest.raises(ValueError, match="error_control must be one of"):
+        rollout(SYSTEM, Q0, QD0, t, error_control="worst")
+    for method in ("dopri5", "DOP853"):
+        with pytest.raises(ValueError, match="rtol must be"):
+            rollout(SYSTEM, Q0, QD0, t, method=method, rtol=0.0)
+        with pytest.raises(ValueError, match="atol must be"):
+            rollout(SYSTEM, Q0, QD0, t, method=method, atol=-1e-9)
+        with pytest.raises(ValueError, match=r"atol must be positive and finite; got \[1e-06, 0.0"):
+            rollout(SYSTEM, Q0, QD0, t, method=method, atol=[1e-6, 0.0, 1e-6])
+    with pytest.raises(ValueError, match=r"rtol must be .*shape \(B,\) = \(3,\); got shape \(2,\)"):
+        rollout(SYSTEM, Q0, QD0, t, method="dopri5", rtol=[1e-6, 1e-6])
+    with pytest.raises(ValueError, match="per-trajectory rtol needs a compiled method"):
+        rollout(SYSTEM, Q0, QD0, t, method="DOP853", rtol=[1e-6, 1e-7, 1e-8])
+    with pytest.raises(ValueError, match="rtol must be a positive finite number"):
+        odeint(SYSTEM, Q0, QD0, t, method="dopri5", rtol=0.0)
+    with pytest.raises(ValueError, match="rtol and atol apply to the adaptive methods"):
+        odeint(SYSTEM, Q0, QD0, t, method="rk4", rtol=1e-6)
+    with pytest.raises(TypeError, match="controller tau"):
+        rollout(SYSTEM, Q0, QD0, t, method="dopri5", tau=lambda s, q, qd: np.zeros_like(q))
+    with pytest.raises(ValueError, match="max_steps must be a positive integer"):
+        rollout(SYSTEM, Q0, QD0, t, method="dopri5", max_steps=0)
+
+
+def test_tableaus_are_consistent():
+    for name in solvers.NAMES:
+        tab = solvers.tableau(name)
+        tab.check()
+        assert tab.name == name
