@@ -91,8 +91,8 @@ def main(argv=None) -> int:
         rows.append((label, len(history.epoch), accel.median, energy.mean))
 
     print(f"\n{'model':30s} {'epochs':>7s} {'median |Δqdd|/|qdd|':>20s} {'energy error / 29.4':>20s}")
-    for label, epochs, accel, energy in rows:
-        print(f"{label:30s} {epochs:7d} {accel:20.4%} {energy:20.5f}")
+    for label, epochs, accel_median, energy_mean in rows:
+        print(f"{label:30s} {epochs:7d} {accel_median:20.4%} {energy_mean:20.5f}")
     print(f"{'LNN paper (Cranmer et al.)':30s} {'':>7s} {'':>20s} {0.0043:20.5f}")
     print(f"{'its plain MLP baseline':30s} {'':>7s} {'':>20s} {0.074:20.5f}")
 

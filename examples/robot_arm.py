@@ -76,6 +76,7 @@ def learn_arm(system, *, quick: bool, time_limit: float, seed: int = 0):
         system, n_trajectories=8 if quick else (5000 if system.n_dof > 2 else 1000),
         duration=1.0, dt=0.02, seed=seed, amplitude=0.5)
     split = data.split(fractions=(0.8, 0.1, 0.1), seed=seed)
+    loss: str | dict[str, float]
     if system.n_dof > 2:
         kind, loss, learning_rate = "kinetic-potential", "torque", 1e-2
     else:

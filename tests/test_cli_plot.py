@@ -14,6 +14,8 @@ import simulations
 from lnn.cli import main
 from lnn.plot import RolloutPair
 
+from conftest import check_png
+
 pytestmark = pytest.mark.filterwarnings("ignore:Animation was deleted:UserWarning")
 
 DURATION, DT, SEED, B = 0.4, 0.05, 3, 2
@@ -45,13 +47,6 @@ def files(tmp_path_factory):
                            seed=0)
     dataset.save(root / "dataset.npz")
     return root
-
-
-def check_png(path):
-    with Image.open(path) as image:
-        assert image.format == "PNG"
-        gray = np.asarray(image.convert("L"), dtype=float)
-    assert gray.std() > 15.0
 
 
 @pytest.mark.slow

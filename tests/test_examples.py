@@ -1,20 +1,14 @@
 """Every example runs end to end with its small settings, so that none can rot."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+from conftest import ROOT, load_script
+
+EXAMPLES = ROOT / "examples"
 
 
 def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script(EXAMPLES / f"{name}.py")
 
 
 @pytest.mark.slow

@@ -18,6 +18,8 @@ from lnn import mechanics
 from lnn.models import KINDS, Kind, LagrangianNetwork, register_kind
 from lnn.models.mlp import MLP
 
+from conftest import random_states
+
 N = 3
 ANGULAR = (True, False, True)
 BUILT_IN = ("kinetic-potential", "black-box", "structured")
@@ -32,8 +34,7 @@ def _model(kind, **options):
 
 
 def _states(batch=7, seed=1):
-    rng = np.random.default_rng(seed)
-    return rng.normal(size=(batch, N)), rng.normal(size=(batch, N)), rng.normal(size=(batch, N))
+    return random_states(N, batch, seed)
 
 
 def _tapes(model, q, qd, tau):

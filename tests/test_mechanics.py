@@ -9,6 +9,8 @@ import tensorflow as tf
 from lnn import mechanics
 from simulations import CartPole, DoublePendulum, PlanarArm
 
+from conftest import random_states
+
 TOL = 1e-10
 
 
@@ -83,9 +85,7 @@ SYSTEMS = {
 
 
 def _states(n, batch=16, seed=0):
-    rng = np.random.default_rng(seed)
-    return (rng.uniform(-np.pi, np.pi, (batch, n)), rng.normal(0, 1.5, (batch, n)),
-            rng.normal(0, 2.0, (batch, n)))
+    return random_states(n, batch, seed, angles=True, scales=(1.0, 1.5, 2.0))
 
 
 @pytest.mark.parametrize("name", sorted(SYSTEMS))

@@ -14,6 +14,8 @@ import pytest
 
 from simulations import DoublePendulum, NPendulum, PlanarArm
 
+from conftest import random_states
+
 sympy = pytest.importorskip("sympy")
 me = pytest.importorskip("sympy.physics.mechanics")
 
@@ -37,7 +39,7 @@ def _lambdify_lagrange(lagrangian, qs, forcelist, frame, params):
     return mass_fn, forcing_fn
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def double_pendulum_equations():
     """Point masses on massless rods, absolute angles from the downward vertical."""
     q1, q2 = me.dynamicsymbols("q1 q2")
@@ -62,7 +64,7 @@ def double_pendulum_equations():
                               {"tau": [tau1, tau2], "constants": [m1, m2, l1, l2, g]})
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def planar_arm_equations(n):
     """Uniform rods, relative joint angles, motors and viscous friction at the joints."""
     qs = me.dynamicsymbols(f"q1:{n + 1}")
@@ -100,8 +102,7 @@ def planar_arm_equations(n):
 
 
 def _states(n, size=25, seed=SEED):
-    rng = np.random.default_rng(seed)
-    return (rng.uniform(-np.pi, np.pi, (size, n)), rng.normal(0, 2, (size, n)), rng.normal(0, 3, (size, n)))
+    return random_states(n, size, seed, angles=True, scales=(1.0, 2.0, 3.0))
 
 
 def _sympy_dynamics(mass_fn, forcing_fn, q, qd, tau, consts):

@@ -1,0 +1,144 @@
+"""The documentation cannot rot: reference entries, included snippets, the README, the tutorials.
+
+``mkdocs build --strict`` (CI) renders the site; these tests check what a
+build does not: that every public name has a reference entry that is the
+object ``lnn`` exports, that every included block exists, that the README
+keeps the two commands first and within 150 lines (and agrees with CI), and
+that every tutorial runs in its quick mode.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+import pytest
+
+import lnn
+
+from conftest import ROOT, load_script
+
+DOCS = ROOT / "docs"
+ENTRY = re.compile(r"^::: ([\w.]+)\s*$", re.MULTILINE)
+SNIPPET = re.compile(r'^--8<-- "([^"]+)"\s*$', re.MULTILINE)
+TUTORIALS = sorted((DOCS / "tutorials").glob("*.py"))
+
+
+def _entries() -> list[str]:
+    """Every ``::: dotted.path`` of the API reference pages."""
+    return [
+        path
+        for page in sorted((DOCS / "reference").glob("*.md"))
+        for path in ENTRY.findall(page.read_text(encoding="utf-8"))
+    ]
+
+
+def _resolve(dotted: str):
+    """The object a dotted path names: the longest importable module, then attributes."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        for name in parts[cut:]:
+            obj = getattr(obj, name)
+        return obj
+    raise ModuleNotFoundError(dotted)
+
+
+def test_every_public_name_has_a_reference_entry():
+    documented = {id(_resolve(path)) for path in _entries()}
+    missing = [name for name in lnn.__all__ if id(getattr(lnn, name)) not in documented]
+    assert not missing, f"no '::: ...' entry in docs/reference/ for lnn.{missing}"
+    assert "simulations" in _entries()
+
+
+def test_every_reference_entry_resolves():
+    for path in _entries():
+        _resolve(path)  # raises ImportError / AttributeError for a stale entry
+
+
+def test_every_exception_class_of_the_package_is_exported():
+    import inspect
+    import pkgutil
+
+    exported = {getattr(lnn, name) for name in lnn.__all__}
+    for info in pkgutil.walk_packages(lnn.__path__, "lnn."):
+        if ".cli" in info.name or info.name.endswith("__main__"):
+            continue  # the command line turns exceptions into messages
+        module = importlib.import_module(info.name)
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if (
+                cls.__module__ == module.__name__
+                and issubclass(cls, (Exception, Warning))
+                and not cls.__name__.startswith("_")
+            ):
+                assert cls in exported, f"{cls.__module__}.{cls.__qualname__} is not exported from lnn"
+
+
+def test_included_snippets_exist():
+    for page in sorted(DOCS.rglob("*.md")):
+        for target in SNIPPET.findall(page.read_text(encoding="utf-8")):
+            path, _, section = target.partition(":")
+            text = (ROOT / path).read_text(encoding="utf-8")
+            if section and not section[0].isdigit():
+                assert f"--8<-- [start:{section}]" in text, f"{page.name}: no section {target}"
+                assert f"--8<-- [end:{section}]" in text, f"{page.name}: unclosed section {target}"
+
+
+def test_every_tutorial_script_has_a_page_that_includes_it():
+    pages = " ".join(page.read_text(encoding="utf-8") for page in (DOCS / "tutorials").glob("*.md"))
+    for script in TUTORIALS:
+        assert f'--8<-- "docs/tutorials/{script.name}:' in pages, script.name
+
+
+def test_readme_is_short_and_starts_with_the_two_commands():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 150
+    blocks = re.findall(r"```(\w*)\n(.*?)```", readme, re.DOTALL)
+    assert blocks[0] == ("bash", "pip install -e . && lnn demo\n")
+    assert blocks[1] == ("bash", "pip install -e '.[test]' && python -m pytest -n auto\n")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "python -m pip install -e '.[test]'\n" in ci and "python -m pytest -n auto\n" in ci
+    assert "mkdocs build --strict" in ci
+
+
+def test_griffe_extension_rewrites_sphinx_markup():
+    pytest.importorskip("griffe")
+    roles = load_script(DOCS / "_ext" / "griffe_roles.py")
+    assert (
+        roles.markdown("see :func:`lnn.rollout` and :class:`~lnn.Trajectory`") == "see `lnn.rollout` and `Trajectory`"
+    )
+    table = "\n".join(
+        [
+            "=====  ===========",
+            "name   what",
+            "=====  ===========",
+            "a      first",
+            "       continued",
+            "b      second",
+            "=====  ===========",
+        ]
+    )
+    assert roles.markdown(table).strip().splitlines() == [
+        "| name | what |",
+        "|---|---|",
+        "| a | first continued |",
+        "| b | second |",
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", TUTORIALS, ids=[path.stem for path in TUTORIALS])
+def test_tutorial_runs_in_quick_mode(script, tmp_path, capsys):
+    module = load_script(script)
+    argv = ["--quick"]
+    if "--output-dir" in script.read_text(encoding="utf-8"):
+        argv += ["--output-dir", str(tmp_path)]
+    with pytest.warns(lnn.IdentifiabilityWarning):  # unforced data: the tutorials explain it
+        assert module.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "epochs" in out
+    for path in tmp_path.iterdir():
+        assert path.stat().st_size > 0, path.name
