@@ -20,11 +20,18 @@ import numpy as np
 
 import lnn
 
-__all__ = ["DATA", "TRAIN", "TEST", "STEP", "WINDOW", "ORDER", "data_folder", "load", "urdf_path",
-           "torque_mse"]
+__all__ = ["DATA", "TRAIN", "TEST", "STEP", "WINDOW", "ORDER", "data_folder", "load", "urdf_path", "torque_mse"]
 
-TRAIN = ("trajectory_00", "trajectory_01", "trajectory_02", "trajectory_04", "trajectory_05",
-         "trajectory_11", "trajectory_12", "trajectory_13")
+TRAIN = (
+    "trajectory_00",
+    "trajectory_01",
+    "trajectory_02",
+    "trajectory_04",
+    "trajectory_05",
+    "trajectory_11",
+    "trajectory_12",
+    "trajectory_13",
+)
 TEST = ("trajectory_03",)
 STEP = 0.002
 WINDOW = 101
@@ -95,8 +102,9 @@ def load(names=TRAIN, *, step: float = STEP, window: int = WINDOW, order: int = 
         qdd = savgol_filter(q, window, order, deriv=2, delta=step, axis=0)
         parts.append((t - t[0], smooth, qd, qdd, tau, np.full(len(t), index)))
     t, q, qd, qdd, tau, ids = (np.concatenate(x) for x in zip(*parts))
-    return lnn.Dataset(t=t, q=q, qd=qd, qdd=qdd, tau=tau, trajectory=ids, system="dfki-double-pendulum",
-                       angular=(True, True), dt=step)
+    return lnn.Dataset(
+        t=t, q=q, qd=qd, qdd=qdd, tau=tau, trajectory=ids, system="dfki-double-pendulum", angular=(True, True), dt=step
+    )
 
 
 def torque_mse(system, dataset: lnn.Dataset) -> np.ndarray:

@@ -128,13 +128,14 @@ class MLPBaseline:
                 self.n_dof = n_dof
                 self.angular = (True,) * n_dof
                 keras.utils.set_random_seed(seed)
-                self.hidden_layers = [keras.layers.Dense(h, activation="softplus", dtype=dtype)
-                                      for h in hidden]
+                self.hidden_layers = [keras.layers.Dense(h, activation="softplus", dtype=dtype) for h in hidden]
                 self.out = keras.layers.Dense(n_dof, dtype=dtype)
-                self.qd_scale = self.add_weight(shape=(n_dof,), initializer="ones",
-                                                trainable=False, dtype=dtype, name="qd_scale")
-                self.qdd_scale = self.add_weight(shape=(n_dof,), initializer="ones",
-                                                 trainable=False, dtype=dtype, name="qdd_scale")
+                self.qd_scale = self.add_weight(
+                    shape=(n_dof,), initializer="ones", trainable=False, dtype=dtype, name="qd_scale"
+                )
+                self.qdd_scale = self.add_weight(
+                    shape=(n_dof,), initializer="ones", trainable=False, dtype=dtype, name="qdd_scale"
+                )
 
             def adapt(self, q, qd, qdd=None):
                 self.qd_scale.assign(np.std(qd, axis=0).astype(dtype))
@@ -172,9 +173,17 @@ def _dp_dataset(system, n, seed):
     from lnn.data import Dataset
 
     q, qd = _dp_states(n, seed, rates=(-10.0, 10.0))
-    return Dataset(t=np.zeros(n), q=q, qd=qd, qdd=system.acceleration(q, qd),
-                   tau=np.zeros_like(q), trajectory=np.arange(n), system=system.name,
-                   parameters=system.parameters(), angular=system.angular)
+    return Dataset(
+        t=np.zeros(n),
+        q=q,
+        qd=qd,
+        qdd=system.acceleration(q, qd),
+        tau=np.zeros_like(q),
+        trajectory=np.arange(n),
+        system=system.name,
+        parameters=system.parameters(),
+        angular=system.angular,
+    )
 
 
 def _dp_evaluate(model, system, *, rollouts: int = 40):
@@ -202,21 +211,42 @@ def case_double_pendulum(args, results, rows):
 
     system = simulations.DoublePendulum(m1=1.0, m2=1.0, l1=1.0, l2=1.0, g=9.8)
     data = _dp_dataset(system, args.samples, 0)
-    model = LagrangianNetwork(2, kind="structured", hidden=(128, 128), angular=system.angular,
-                              dtype="float32", seed=0)
+    model = LagrangianNetwork(2, kind="structured", hidden=(128, 128), angular=system.angular, dtype="float32", seed=0)
     start = time.monotonic()
-    history = fit(model, data, loss="acceleration", epochs=100_000, batch_size=512,
-                  learning_rate=3e-3, validation=0.05, seed=0, time_limit=args.budget)
+    history = fit(
+        model,
+        data,
+        loss="acceleration",
+        epochs=100_000,
+        batch_size=512,
+        learning_rate=3e-3,
+        validation=0.05,
+        seed=0,
+        time_limit=args.budget,
+    )
     seconds = time.monotonic() - start
     acc, energy, roll = _dp_evaluate(_float64_copy(model), system)
     results["dp_energy"] = energy
     rows += [
-        ("1 double pendulum", "median relative qdd error", acc.median, "< 0.01 (target)",
-         acc.median < ANCHORS["dp_acceleration_median"], seconds, len(history.epoch)),
-        ("1 double pendulum", "energy error / 29.4, 10 s, 40 states", energy,
-         "0.0043 (LNN paper)", energy < ANCHORS["dp_energy_error"], seconds, len(history.epoch)),
-        ("1 double pendulum", "relative rollout error (geo. mean)", roll, "-", None, seconds,
-         len(history.epoch)),
+        (
+            "1 double pendulum",
+            "median relative qdd error",
+            acc.median,
+            "< 0.01 (target)",
+            acc.median < ANCHORS["dp_acceleration_median"],
+            seconds,
+            len(history.epoch),
+        ),
+        (
+            "1 double pendulum",
+            "energy error / 29.4, 10 s, 40 states",
+            energy,
+            "0.0043 (LNN paper)",
+            energy < ANCHORS["dp_energy_error"],
+            seconds,
+            len(history.epoch),
+        ),
+        ("1 double pendulum", "relative rollout error (geo. mean)", roll, "-", None, seconds, len(history.epoch)),
     ]
 
 
@@ -230,18 +260,40 @@ def case_mlp(args, results, rows):
     data = _dp_dataset(system, args.samples, 0)
     model = MLPBaseline(2, dtype="float64", seed=0)
     start = time.monotonic()
-    history = fit(model, data, loss="acceleration", epochs=100_000, batch_size=512,
-                  learning_rate=3e-3, validation=0.05, seed=0, time_limit=args.budget)
+    history = fit(
+        model,
+        data,
+        loss="acceleration",
+        epochs=100_000,
+        batch_size=512,
+        learning_rate=3e-3,
+        validation=0.05,
+        seed=0,
+        time_limit=args.budget,
+    )
     seconds = time.monotonic() - start
     acc, energy, roll = _dp_evaluate(model, system)
     ratio = energy / results["dp_energy"] if results["dp_energy"] > 0 else float("inf")
     rows += [
-        ("4 MLP baseline (dp)", "median relative qdd error", acc.median, "-", None, seconds,
-         len(history.epoch)),
-        ("4 MLP baseline (dp)", "energy error / 29.4", energy, "0.074 (LNN paper's MLP)", None,
-         seconds, len(history.epoch)),
-        ("4 MLP baseline (dp)", "MLP / LNN energy error", ratio, ">= 10", ratio >= ANCHORS["mlp_energy_ratio"],
-         seconds, len(history.epoch)),
+        ("4 MLP baseline (dp)", "median relative qdd error", acc.median, "-", None, seconds, len(history.epoch)),
+        (
+            "4 MLP baseline (dp)",
+            "energy error / 29.4",
+            energy,
+            "0.074 (LNN paper's MLP)",
+            None,
+            seconds,
+            len(history.epoch),
+        ),
+        (
+            "4 MLP baseline (dp)",
+            "MLP / LNN energy error",
+            ratio,
+            ">= 10",
+            ratio >= ANCHORS["mlp_energy_ratio"],
+            seconds,
+            len(history.epoch),
+        ),
     ]
 
 
@@ -256,12 +308,18 @@ def _gravity_sinusoids(system, *, n_trajectories, duration, dt, amplitude):
     """Gravity compensation plus random sinusoid torques from near rest (DeLaN-like motions)."""
     from lnn.data import generate
 
-    return generate(system, n_trajectories=n_trajectories, duration=duration, dt=dt, seed=0,
-                    tau="gravity-sinusoids", amplitude=amplitude)
+    return generate(
+        system,
+        n_trajectories=n_trajectories,
+        duration=duration,
+        dt=dt,
+        seed=0,
+        tau="gravity-sinusoids",
+        amplitude=amplitude,
+    )
 
 
-def _torque_case(system, data, *, kinds, args, hidden=(128, 128), loss="torque",
-                 learning_rate=3e-3, shares=None):
+def _torque_case(system, data, *, kinds, args, hidden=(128, 128), loss="torque", learning_rate=3e-3, shares=None):
     from lnn import metrics
     from lnn.models import LagrangianNetwork
     from lnn.train import fit
@@ -272,12 +330,21 @@ def _torque_case(system, data, *, kinds, args, hidden=(128, 128), loss="torque",
         # The case's budget is shared by its models: equally, or by the fractions ``shares``.
         budget = args.budget * (shares[kind] if shares else 1.0 / len(kinds))
         # hidden, loss and learning_rate: one value for all kinds, or a dict by kind.
-        model = LagrangianNetwork(system.n_dof, kind=kind, hidden=_by_kind(hidden, kind),
-                                  angular=data.angular, dtype="float32", seed=0)
+        model = LagrangianNetwork(
+            system.n_dof, kind=kind, hidden=_by_kind(hidden, kind), angular=data.angular, dtype="float32", seed=0
+        )
         start = time.monotonic()
-        history = fit(model, parts.train, loss=_by_kind(loss, kind), epochs=100_000, batch_size=512,
-                      learning_rate=_by_kind(learning_rate, kind), validation=parts.validation,
-                      seed=0, time_limit=budget)
+        history = fit(
+            model,
+            parts.train,
+            loss=_by_kind(loss, kind),
+            epochs=100_000,
+            batch_size=512,
+            learning_rate=_by_kind(learning_rate, kind),
+            validation=parts.validation,
+            seed=0,
+            time_limit=budget,
+        )
         seconds = time.monotonic() - start
         test = parts.test
         tau = _float64_copy(model).inverse_dynamics(test.q, test.qd, test.qdd).numpy()
@@ -289,23 +356,41 @@ def case_arm(args, results, rows):
     import simulations
 
     arm = simulations.PlanarArm()
-    data = _gravity_sinusoids(arm, n_trajectories=args.trajectories, duration=5.0, dt=0.01,
-                              amplitude=(2.0, 0.7))
-    out = _torque_case(arm, data,
-                       kinds=("structured", "kinetic-potential"), args=args, shares=ARM_SHARES,
-                       hidden=ARM_HIDDEN, learning_rate=ARM_LEARNING_RATE,
-                       loss={"structured": {"torque": 1.0, "acceleration": 1.0},
-                             "kinetic-potential": "torque"})
+    data = _gravity_sinusoids(arm, n_trajectories=args.trajectories, duration=5.0, dt=0.01, amplitude=(2.0, 0.7))
+    out = _torque_case(
+        arm,
+        data,
+        kinds=("structured", "kinetic-potential"),
+        args=args,
+        shares=ARM_SHARES,
+        hidden=ARM_HIDDEN,
+        learning_rate=ARM_LEARNING_RATE,
+        loss={"structured": {"torque": 1.0, "acceleration": 1.0}, "kinetic-potential": "torque"},
+    )
     s_err, s_sec, s_ep, n = out["structured"]
     k_err, k_sec, k_ep, _ = out["kinetic-potential"]
     ratio = k_err.mse / ANCHORS["arm_torque_mse"]  # the issue's "within 3x" of DeLaN's figure
     results.update(arm_structured_mse=s_err.mse, arm_kinetic_potential_mse=k_err.mse)
     rows += [
-        ("2 planar arm (structured)", f"torque MSE ({n} samples)", s_err.mse, "4.33e-4 (DeLaN)",
-         s_err.mse < ANCHORS["arm_torque_mse"], s_sec, s_ep),
+        (
+            "2 planar arm (structured)",
+            f"torque MSE ({n} samples)",
+            s_err.mse,
+            "4.33e-4 (DeLaN)",
+            s_err.mse < ANCHORS["arm_torque_mse"],
+            s_sec,
+            s_ep,
+        ),
         ("2 planar arm (kinetic-pot.)", "torque MSE", k_err.mse, "-", None, k_sec, k_ep),
-        ("2 planar arm (kinetic-pot.)", "torque MSE / DeLaN's 4.33e-4", ratio, "<= 3",
-         ratio <= ANCHORS["arm_kp_ratio"], k_sec, k_ep),
+        (
+            "2 planar arm (kinetic-pot.)",
+            "torque MSE / DeLaN's 4.33e-4",
+            ratio,
+            "<= 3",
+            ratio <= ANCHORS["arm_kp_ratio"],
+            k_sec,
+            k_ep,
+        ),
     ]
 
 
@@ -319,30 +404,48 @@ def case_panda(args, results, rows):
     # less 0.6 rad) 0.0067 with 2000 x 1 s, an easier test that the default does not use.
     # With torque excitation (--panda-excitation torque), measured before: the learned M was
     # 30x too small (M_22 0.10 against 3.11 kg m^2 at a held-out state), its torque error and
-    # the velocity terms' cancelling along the data; 100 trajectories of 4 s covered too little of the configuration space
+    # the velocity terms' cancelling along the data; 100 trajectories of 4 s covered too little
+    # of the configuration space
     # (held out 0.90 after 60 s); 2000 of 1 s at lr 1e-2 reached 0.087 in 480 s on one core
     # (nMSE_1 0.42: joint 1, the vertical axis, has no gravity load and tau std 0.24 N m);
     # neither 64x64, lr 2e-2, float64, the structured model (0.21), nor q_1 redrawn uniformly
     # changed joint 1; the kinetic-potential model with the acceleration term diverged.
     if args.panda_excitation == "torque":
-        data = _gravity_sinusoids(robot, n_trajectories=20 * args.trajectories, duration=1.0,
-                                  dt=0.02, amplitude=PANDA_AMPLITUDE)
+        data = _gravity_sinusoids(
+            robot, n_trajectories=20 * args.trajectories, duration=1.0, dt=0.02, amplitude=PANDA_AMPLITUDE
+        )
     else:  # prescribed joint motions, inverse-dynamics torques (see the notes above)
         from lnn.data import excitation_trajectories
 
-        data = excitation_trajectories(robot, n_trajectories=100 * args.trajectories,
-                                       duration=1.0, dt=0.02, seed=0)
-    out = _torque_case(robot, data, learning_rate=1e-2,
-                       kinds=(args.panda_kind,), args=args,
-                       loss={"structured": {"torque": 1.0, "acceleration": 1.0}, "kinetic-potential": "torque",
-                             "black-box": "torque"})
+        data = excitation_trajectories(robot, n_trajectories=100 * args.trajectories, duration=1.0, dt=0.02, seed=0)
+    out = _torque_case(
+        robot,
+        data,
+        learning_rate=1e-2,
+        kinds=(args.panda_kind,),
+        args=args,
+        loss={"structured": {"torque": 1.0, "acceleration": 1.0}, "kinetic-potential": "torque", "black-box": "torque"},
+    )
     err, sec, ep, n = out[args.panda_kind]
-    results.update(panda_kind=args.panda_kind, panda_excitation=args.panda_excitation,
-                   panda_nmse=err.nmse, panda_torque_mse=err.mse,
-                   panda_nmse_per_joint=[float(x) for x in err.nmse_per_joint])
+    results.update(
+        panda_kind=args.panda_kind,
+        panda_excitation=args.panda_excitation,
+        panda_nmse=err.nmse,
+        panda_torque_mse=err.mse,
+        panda_nmse_per_joint=[float(x) for x in err.nmse_per_joint],
+    )
     label = f"3 Panda ({args.panda_kind[:14]}, {args.panda_excitation[:6]})"
-    rows.append((label, f"normalised torque MSE ({n} samples)", err.nmse,
-                 "< 0.01 (target)", err.nmse < ANCHORS["panda_nmse"], sec, ep))
+    rows.append(
+        (
+            label,
+            f"normalised torque MSE ({n} samples)",
+            err.nmse,
+            "< 0.01 (target)",
+            err.nmse < ANCHORS["panda_nmse"],
+            sec,
+            ep,
+        )
+    )
     rows.append((label, "torque MSE", err.mse, "-", None, sec, ep))
 
 
@@ -355,25 +458,61 @@ def case_init(args, results, rows):
     data = _dp_dataset(system, args.samples, 0)
     budget = min(args.budget, 120.0)
     for init in (None, "cranmer"):
-        model = LagrangianNetwork(2, kind="structured", hidden=(128, 128), angular=system.angular,
-                                  dtype="float32", seed=0)
+        model = LagrangianNetwork(
+            2, kind="structured", hidden=(128, 128), angular=system.angular, dtype="float32", seed=0
+        )
         try:
-            history = fit(model, data, loss="acceleration", epochs=100_000, batch_size=512,
-                          learning_rate=3e-3, validation=0.05, seed=0, time_limit=budget,
-                          initialization=init)
+            history = fit(
+                model,
+                data,
+                loss="acceleration",
+                epochs=100_000,
+                batch_size=512,
+                learning_rate=3e-3,
+                validation=0.05,
+                seed=0,
+                time_limit=budget,
+                initialization=init,
+            )
         except TrainingDivergedError as exc:
-            rows.append((f"init {init or 'default'} ({budget:.0f} s)",
-                         f"diverged: epoch {exc.epoch}, batch {exc.batch}", float("nan"), "-",
-                         False, float("nan"), exc.epoch))
+            rows.append(
+                (
+                    f"init {init or 'default'} ({budget:.0f} s)",
+                    f"diverged: epoch {exc.epoch}, batch {exc.batch}",
+                    float("nan"),
+                    "-",
+                    False,
+                    float("nan"),
+                    exc.epoch,
+                )
+            )
             continue
         q, qd = _dp_states(10_000, 1, rates=(-10.0, 10.0))
         from lnn import metrics
 
         acc = metrics.acceleration_error(model.numpy_acceleration(q, qd), system.acceleration(q, qd))
-        rows.append((f"init {init or 'default'} ({budget:.0f} s)", "median relative qdd error",
-                     acc.median, "lower is better", None, history.time[-1], len(history.epoch)))
-        rows.append((f"init {init or 'default'} ({budget:.0f} s)", "first-epoch validation loss",
-                     history.validation["total"][0], "-", None, history.time[-1], len(history.epoch)))
+        rows.append(
+            (
+                f"init {init or 'default'} ({budget:.0f} s)",
+                "median relative qdd error",
+                acc.median,
+                "lower is better",
+                None,
+                history.time[-1],
+                len(history.epoch),
+            )
+        )
+        rows.append(
+            (
+                f"init {init or 'default'} ({budget:.0f} s)",
+                "first-epoch validation loss",
+                history.validation["total"][0],
+                "-",
+                None,
+                history.time[-1],
+                len(history.epoch),
+            )
+        )
 
 
 # --------------------------------------------------------------------------- time to accuracy
@@ -452,8 +591,7 @@ def _lnn_time_to_accuracy(data, evaluate, budget, every):
     return curve, len(history.epoch), time.monotonic() - start
 
 
-def _paper_time_to_accuracy(data, evaluate, budget, every, *, hidden=600, layers=3, batch=512,
-                            peak=1e-3, seed=0):
+def _paper_time_to_accuracy(data, evaluate, budget, every, *, hidden=600, layers=3, batch=512, peak=1e-3, seed=0):
     """Cranmer et al.'s double-pendulum training loop (notebooks/DoublePendulum.ipynb), in plain JAX."""
     import jax
     import jax.numpy as jnp
@@ -466,8 +604,7 @@ def _paper_time_to_accuracy(data, evaluate, budget, every, *, hidden=600, layers
         key, sub = jax.random.split(key)
         n = max(fan_in, fan_out)  # custom_init: std = 1/sqrt(n) x (2.2 first, 0.58 i middle, n last)
         factor = 2.2 if i == 0 else (n if i == len(sizes) - 2 else 0.58 * i)
-        params.append((jax.random.normal(sub, (fan_in, fan_out)) * factor / np.sqrt(n),
-                       jnp.zeros(fan_out)))
+        params.append((jax.random.normal(sub, (fan_in, fan_out)) * factor / np.sqrt(n), jnp.zeros(fan_out)))
 
     def lagrangian(p, q, qd):
         h = jnp.concatenate([(q + jnp.pi) % (2 * jnp.pi) - jnp.pi, qd])  # wrap_coords
@@ -499,8 +636,11 @@ def _paper_time_to_accuracy(data, evaluate, budget, every, *, hidden=600, layers
         v = jax.tree_util.tree_map(lambda v_, g_: 0.999 * v_ + 0.001 * g_ * g_, v, g)
         lr = one_cycle(pct)
         p = jax.tree_util.tree_map(
-            lambda p_, m_, v_: p_ - lr * (m_ / (1 - 0.9 ** (i + 1))) / (
-                jnp.sqrt(v_ / (1 - 0.999 ** (i + 1))) + 1e-8), p, m, v)
+            lambda p_, m_, v_: p_ - lr * (m_ / (1 - 0.9 ** (i + 1))) / (jnp.sqrt(v_ / (1 - 0.999 ** (i + 1))) + 1e-8),
+            p,
+            m,
+            v,
+        )
         return p, m, v
 
     m = jax.tree_util.tree_map(jnp.zeros_like, params)
@@ -516,10 +656,9 @@ def _paper_time_to_accuracy(data, evaluate, budget, every, *, hidden=600, layers
     while curve.seconds() < budget:
         if at + batch > len(order):
             order, at = rng.permutation(len(q_all)), 0
-        idx = order[at:at + batch]
+        idx = order[at : at + batch]
         at += batch
-        params, m, v = step(params, m, v, i, min(curve.seconds() / budget, 1.0),
-                            q_all[idx], qd_all[idx], qdd_all[idx])
+        params, m, v = step(params, m, v, i, min(curve.seconds() / budget, 1.0), q_all[idx], qd_all[idx], qdd_all[idx])
         i += 1
         curve.maybe(predict)
     curve.maybe(predict, force=True)
@@ -541,26 +680,59 @@ def case_time(args, results, rows):
     curve, epochs, seconds = _lnn_time_to_accuracy(data, evaluate, budget, every)
     curves.append(curve)
     last = curve.points[-1][1]
-    rows += [("time lnn defaults", f"median rel. qdd error, held-out, {budget:.0f} s", last["held-out"],
-              "<= 0.005 (issue 17)", last["held-out"] <= 0.005, seconds, epochs),
-             ("time lnn defaults", "median rel. qdd error, paper box", last["paper box"],
-              "<= 0.01 (issue 17)", last["paper box"] <= 0.01, seconds, epochs)]
+    rows += [
+        (
+            "time lnn defaults",
+            f"median rel. qdd error, held-out, {budget:.0f} s",
+            last["held-out"],
+            "<= 0.005 (issue 17)",
+            last["held-out"] <= 0.005,
+            seconds,
+            epochs,
+        ),
+        (
+            "time lnn defaults",
+            "median rel. qdd error, paper box",
+            last["paper box"],
+            "<= 0.01 (issue 17)",
+            last["paper box"] <= 0.01,
+            seconds,
+            epochs,
+        ),
+    ]
     try:
         import jax  # noqa: F401
     except ImportError:
-        print("jax is not installed (the bench extra): the LNN paper's loop is skipped",
-              file=sys.stderr)
+        print("jax is not installed (the bench extra): the LNN paper's loop is skipped", file=sys.stderr)
     else:
         start = time.monotonic()
         paper, steps = _paper_time_to_accuracy(data, evaluate, budget, every)
         curves.append(paper)
         last = paper.points[-1][1]
-        rows += [("time LNN paper (JAX)", f"median rel. qdd error, held-out, {budget:.0f} s",
-                  last["held-out"], "-", None, time.monotonic() - start, steps),
-                 ("time LNN paper (JAX)", "median rel. qdd error, paper box", last["paper box"], "-",
-                  None, time.monotonic() - start, steps)]
-    print(f"\ntime to accuracy (double pendulum, {n_traj} trajectories x 5 s, budget {budget:.0f} s): "
-          "median relative qdd error")
+        rows += [
+            (
+                "time LNN paper (JAX)",
+                f"median rel. qdd error, held-out, {budget:.0f} s",
+                last["held-out"],
+                "-",
+                None,
+                time.monotonic() - start,
+                steps,
+            ),
+            (
+                "time LNN paper (JAX)",
+                "median rel. qdd error, paper box",
+                last["paper box"],
+                "-",
+                None,
+                time.monotonic() - start,
+                steps,
+            ),
+        ]
+    print(
+        f"\ntime to accuracy (double pendulum, {n_traj} trajectories x 5 s, budget {budget:.0f} s): "
+        "median relative qdd error"
+    )
     print(f"{'curve':<22s} {'seconds':>8s} {'held-out':>10s} {'paper box':>10s}")
     for c in curves:
         for seconds_, errors in c.points:
@@ -592,8 +764,7 @@ def _time_figure(curves, path, *, budget):
     plt.close(fig)
 
 
-CASES = {"1": case_double_pendulum, "2": case_arm, "3": case_panda, "4": case_mlp, "init": case_init,
-         "time": case_time}
+CASES = {"1": case_double_pendulum, "2": case_arm, "3": case_panda, "4": case_mlp, "init": case_init, "time": case_time}
 
 
 def main(argv=None) -> int:
@@ -602,18 +773,30 @@ def main(argv=None) -> int:
     parser.add_argument("--case", choices=sorted(CASES) + ["all"], default="all")
     parser.add_argument("--quick", action="store_true", help="60 s budgets and smaller data")
     parser.add_argument("--budget", type=float, default=None, help="training seconds per model")
-    parser.add_argument("--panda-kind", default="kinetic-potential",
-                        choices=("kinetic-potential", "structured", "black-box"),
-                        help="model of case 3 (default kinetic-potential: see the notes)")
-    parser.add_argument("--panda-excitation", default="joint", choices=("joint", "torque"),
-                        help="data of case 3: prescribed joint motions with inverse-dynamics "
-                             "torques (default) or gravity compensation plus sinusoid torques")
-    parser.add_argument("--every", type=float, default=None,
-                        help="case time: seconds between evaluations (default budget / 20)")
-    parser.add_argument("--figure", default="time_to_accuracy.png",
-                        help="case time: the figure of error against wall time ('' for none)")
-    parser.add_argument("--results", default=None,
-                        help="JSON file of figures shared between runs (case 4 reuses case 1's)")
+    parser.add_argument(
+        "--panda-kind",
+        default="kinetic-potential",
+        choices=("kinetic-potential", "structured", "black-box"),
+        help="model of case 3 (default kinetic-potential: see the notes)",
+    )
+    parser.add_argument(
+        "--panda-excitation",
+        default="joint",
+        choices=("joint", "torque"),
+        help="data of case 3: prescribed joint motions with inverse-dynamics "
+        "torques (default) or gravity compensation plus sinusoid torques",
+    )
+    parser.add_argument(
+        "--every", type=float, default=None, help="case time: seconds between evaluations (default budget / 20)"
+    )
+    parser.add_argument(
+        "--figure",
+        default="time_to_accuracy.png",
+        help="case time: the figure of error against wall time ('' for none)",
+    )
+    parser.add_argument(
+        "--results", default=None, help="JSON file of figures shared between runs (case 4 reuses case 1's)"
+    )
     args = parser.parse_args(argv)
     args.budget = args.budget or (60.0 if args.quick else 480.0)
     args.samples = 20_000 if args.quick else 100_000
@@ -634,8 +817,7 @@ def main(argv=None) -> int:
     print(f"{'case':<28s} {'metric':<40s} {'value':>11s}  {'anchor':<24s} {'ok':<4s} {'train s':>8s} {'epochs':>6s}")
     for case, metric, value, anchor, ok, seconds, epochs in rows:
         flag = "-" if ok is None else ("yes" if ok else "NO")
-        print(f"{case:<28s} {metric:<40s} {value:>11.4g}  {anchor:<24s} {flag:<4s} {seconds:>8.0f} "
-              f"{epochs:>6d}")
+        print(f"{case:<28s} {metric:<40s} {value:>11.4g}  {anchor:<24s} {flag:<4s} {seconds:>8.0f} {epochs:>6d}")
     return 0
 
 

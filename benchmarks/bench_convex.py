@@ -52,19 +52,39 @@ def main(argv=None) -> int:
     system = simulations.DoublePendulum(m1=1.0, m2=1.0, l1=1.0, l2=1.0, g=9.8)
     data = _dp_dataset(system, args.samples, 0)
     q_test, qd_test = _dp_states(10_000, 1, rates=(-10.0, 10.0))
-    print(f"# bench_convex: double pendulum, {args.samples} training states, "
-          f"{args.hidden}x{args.hidden} kinetic-potential models, {args.budget:.0f} s each")
-    header = (f"{'model':<22} {'median qdd err':>14} {'non-PD M':>9} {'min eig M':>10} "
-              f"{'energy err':>11} {'epochs':>6} {'train s':>7}")
+    print(
+        f"# bench_convex: double pendulum, {args.samples} training states, "
+        f"{args.hidden}x{args.hidden} kinetic-potential models, {args.budget:.0f} s each"
+    )
+    header = (
+        f"{'model':<22} {'median qdd err':>14} {'non-PD M':>9} {'min eig M':>10} "
+        f"{'energy err':>11} {'epochs':>6} {'train s':>7}"
+    )
     print(header)
     print("-" * len(header))
     rows = {}
     for label, convex in (("unconstrained", False), ("convex (convex=True)", True)):
-        model = LagrangianNetwork(2, kind="kinetic-potential", hidden=(args.hidden, args.hidden),
-                                  angular=system.angular, convex=convex, dtype="float32", seed=0)
+        model = LagrangianNetwork(
+            2,
+            kind="kinetic-potential",
+            hidden=(args.hidden, args.hidden),
+            angular=system.angular,
+            convex=convex,
+            dtype="float32",
+            seed=0,
+        )
         start = time.monotonic()
-        history = fit(model, data, loss="acceleration", epochs=100_000, batch_size=512,
-                      learning_rate=3e-3, validation=0.05, seed=0, time_limit=args.budget)
+        history = fit(
+            model,
+            data,
+            loss="acceleration",
+            epochs=100_000,
+            batch_size=512,
+            learning_rate=3e-3,
+            validation=0.05,
+            seed=0,
+            time_limit=args.budget,
+        )
         seconds = time.monotonic() - start
         exact = _float64_copy(model)
         health = mechanics.mass_matrix_health(np.asarray(exact.mass_matrix(q_test, qd_test)))
@@ -74,9 +94,12 @@ def main(argv=None) -> int:
         except ValueError:  # an indefinite M on a held-out state
             median, energy = float("nan"), float("inf")
         rows[label] = median
-        print(f"{label:<22} {median:>14.5f} {health.fraction_not_positive_definite:>9.4f} "
-              f"{health.min_eigenvalue:>10.3g} {energy:>11.5f} {len(history.epoch):>6} "
-              f"{seconds:>7.0f}", flush=True)
+        print(
+            f"{label:<22} {median:>14.5f} {health.fraction_not_positive_definite:>9.4f} "
+            f"{health.min_eigenvalue:>10.3g} {energy:>11.5f} {len(history.epoch):>6} "
+            f"{seconds:>7.0f}",
+            flush=True,
+        )
     base, convex = rows["unconstrained"], rows["convex (convex=True)"]
     print(f"\nconvex / unconstrained median qdd error: {convex / base:.2f}")
     return 0

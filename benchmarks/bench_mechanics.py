@@ -72,11 +72,10 @@ import tensorflow as tf  # noqa: E402
 from lnn import LagrangianNetwork, _runtime, mechanics  # noqa: E402
 from lnn.models import compiled as compiled_ops  # noqa: E402
 
-
 # -- timing ------------------------------------------------------------------------
 
-def median_times(calls: dict, *, budget: float, min_rounds: int = 5,
-                 max_rounds: int = 300) -> dict:
+
+def median_times(calls: dict, *, budget: float, min_rounds: int = 5, max_rounds: int = 300) -> dict:
     """Median wall time of each ``calls[name]()``, timed round-robin.
 
     Two warm-up calls each (tracing, XLA compilation); then rounds of one
@@ -95,8 +94,7 @@ def median_times(calls: dict, *, budget: float, min_rounds: int = 5,
     rounds = 0
     order = list(calls)
     shuffle = random.Random(0).shuffle
-    while rounds < max_rounds and (rounds < min_rounds
-                                   or time.perf_counter() - start < budget * len(calls)):
+    while rounds < max_rounds and (rounds < min_rounds or time.perf_counter() - start < budget * len(calls)):
         shuffle(order)  # no method always runs right after the same neighbour
         for name in order:
             fn = calls[name]
@@ -126,6 +124,7 @@ def slow_median_time(fn, reps: int = 3) -> float:
 
 
 # -- TensorFlow methods ----------------------------------------------------------------
+
 
 def naive_mass_matrix(kinetic, q, qd):
     with tf.GradientTape() as t2:
@@ -181,6 +180,7 @@ def train_step(qdd_fn, variables):
             loss = tf.reduce_mean((qdd_fn(q, qd) - target) ** 2)
         descend(variables, tape.gradient(loss, variables))
         return loss
+
     return step
 
 
@@ -194,30 +194,45 @@ def tf_methods(model, n):
 
     def engine_a(method):
         return lambda q, qd: mechanics._acceleration_body(
-            mechanics.separable(kin, model._potential), q, qd, tf.zeros_like(q), method, None)
+            mechanics.separable(kin, model._potential), q, qd, tf.zeros_like(q), method, None
+        )
 
     closed_m = model._mass_matrix_graph
     closed_a = model._acceleration_graph
     methods = {
-        "a": (lambda q, qd: naive_mass_matrix(kin, q, qd),
-              lambda q, qd: naive_acceleration(lag, q, qd),
-              train_step(lambda q, qd: naive_acceleration(lag, q, qd), variables)),
+        "a": (
+            lambda q, qd: naive_mass_matrix(kin, q, qd),
+            lambda q, qd: naive_acceleration(lag, q, qd),
+            train_step(lambda q, qd: naive_acceleration(lag, q, qd), variables),
+        ),
     }
-    for name, jit, method in (("b", False, "reverse"), ("c", True, "reverse"),
-                              ("d", False, "forward-over-reverse"),
-                              ("d-xla", True, "forward-over-reverse")):
-        methods[name] = (compiled(engine_m(method), n, 2, jit), compiled(engine_a(method), n, 2, jit),
-                         compiled(train_step(engine_a(method), variables), n, 3, jit))
+    for name, jit, method in (
+        ("b", False, "reverse"),
+        ("c", True, "reverse"),
+        ("d", False, "forward-over-reverse"),
+        ("d-xla", True, "forward-over-reverse"),
+    ):
+        methods[name] = (
+            compiled(engine_m(method), n, 2, jit),
+            compiled(engine_a(method), n, 2, jit),
+            compiled(train_step(engine_a(method), variables), n, 3, jit),
+        )
     for name, jit in (("e", False), ("e-xla", True)):
-        methods[name] = (compiled(closed_m, n, 2, jit), compiled(closed_a, n, 2, jit),
-                         compiled(train_step(closed_a, variables), n, 3, jit))
+        methods[name] = (
+            compiled(closed_m, n, 2, jit),
+            compiled(closed_a, n, 2, jit),
+            compiled(train_step(closed_a, variables), n, 3, jit),
+        )
     system = tf.function(_runtime.xla_body(model._linear_system), jit_compile=True, autograph=False)
 
     def hybrid(q, qd):
         return mechanics.solve_cholesky(*system(q, qd))
 
-    methods["e-hyb"] = (methods["e-xla"][0], compiled(hybrid, n, 2, False),
-                        compiled(train_step(hybrid, variables), n, 3, False))
+    methods["e-hyb"] = (
+        methods["e-xla"][0],
+        compiled(hybrid, n, 2, False),
+        compiled(train_step(hybrid, variables), n, 3, False),
+    )
     methods["package"] = (model.mass_matrix, model.acceleration, package_train_step(model, n))
     return methods
 
@@ -234,9 +249,19 @@ def package_train_step(model, n):
 
     spec = [tf.TensorSpec((None, n), tf.float32)] * 4
     xla = model.kind == "kinetic-potential"  # fit's default
-    trainer = _Trainer(model, {"acceleration-l2": 1.0}, n=n, dtype=tf.float32,
-                       scales={"qdd": 1.0}, strategy=tf.distribute.get_strategy(),
-                       optimizer=None, horizon=1, dt=1.0, signature=spec, jit_compile=xla)
+    trainer = _Trainer(
+        model,
+        {"acceleration-l2": 1.0},
+        n=n,
+        dtype=tf.float32,
+        scales={"qdd": 1.0},
+        strategy=tf.distribute.get_strategy(),
+        optimizer=None,
+        horizon=1,
+        dt=1.0,
+        signature=spec,
+        jit_compile=xla,
+    )
     variables = model.trainable_variables
 
     def update(q, qd, target, tau):
@@ -245,8 +270,9 @@ def package_train_step(model, n):
         return sums
 
     body = _runtime.xla_body(update) if xla else update
-    step = _runtime.fast_caller(tf.function(body, input_signature=spec, jit_compile=xla,
-                                            autograph=False).get_concrete_function())
+    step = _runtime.fast_caller(
+        tf.function(body, input_signature=spec, jit_compile=xla, autograph=False).get_concrete_function()
+    )
     zeros = {}
 
     def run(q, qd, target):
@@ -254,6 +280,7 @@ def package_train_step(model, n):
         if tau is None:
             tau = zeros[q.shape] = np.zeros_like(q)
         return step(*(tf.constant(a) for a in (q, qd, target, tau)))
+
     return run
 
 
@@ -308,6 +335,7 @@ def new_size_costs(model, n, sizes, rng):
 
 # -- JAX peer ------------------------------------------------------------------------------
 
+
 def jax_methods(model):
     """The same network in JAX, differentiated like the LNN paper's code."""
     import jax
@@ -317,8 +345,11 @@ def jax_methods(model):
     fmap = model.feature_map()
     eps = model.epsilon if model.convex else 0.0
     params = {
-        "A": jnp.asarray(fmap.A), "S": jnp.asarray(fmap.B_sin), "C": jnp.asarray(fmap.B_cos),
-        "c": jnp.asarray(fmap.c), "s": jnp.asarray(fmap.qd_scale),
+        "A": jnp.asarray(fmap.A),
+        "S": jnp.asarray(fmap.B_sin),
+        "C": jnp.asarray(fmap.B_cos),
+        "c": jnp.asarray(fmap.c),
+        "s": jnp.asarray(fmap.qd_scale),
         "T": [(jnp.asarray(layer.kernel), jnp.asarray(layer.bias)) for layer in layers["kinetic"]],
         "V": [(jnp.asarray(layer.kernel), jnp.asarray(layer.bias)) for layer in layers["potential"]],
     }
@@ -348,10 +379,11 @@ def jax_methods(model):
 
     def update(p, q, qd, target):
         value, grads = jax.value_and_grad(loss)(p, q, qd, target)
-        new = {**p, "T": [(k - LEARNING_RATE * gk, b - LEARNING_RATE * gb)
-                          for (k, b), (gk, gb) in zip(p["T"], grads["T"])],
-               "V": [(k - LEARNING_RATE * gk, b - LEARNING_RATE * gb)
-                     for (k, b), (gk, gb) in zip(p["V"], grads["V"])]}
+        new = {
+            **p,
+            "T": [(k - LEARNING_RATE * gk, b - LEARNING_RATE * gb) for (k, b), (gk, gb) in zip(p["T"], grads["T"])],
+            "V": [(k - LEARNING_RATE * gk, b - LEARNING_RATE * gb) for (k, b), (gk, gb) in zip(p["V"], grads["V"])],
+        }
         return value, new
 
     step = jax.jit(update)
@@ -364,11 +396,11 @@ def jax_methods(model):
     def block(x):
         return jax.block_until_ready(x)
 
-    return params, (lambda p, q, qd: block(mass(p, q, qd)), lambda p, q, qd: block(accel(p, q, qd)),
-                    train)
+    return params, (lambda p, q, qd: block(mass(p, q, qd)), lambda p, q, qd: block(accel(p, q, qd)), train)
 
 
 # -- main --------------------------------------------------------------------------------------
+
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -386,24 +418,23 @@ def main(argv=None) -> int:
             print("# jax not installed (pip install lnn[bench]): column f skipped", file=sys.stderr)
             jax_ok = False
 
-    print(f"# bench_mechanics: tensorflow {tf.__version__}, float32, {os.cpu_count()} CPUs, "
-          f"2 hidden layers, convex kinetic-potential model, all coordinates angular, "
-          f"LNN_PUBLIC_TF={'1' if _runtime.PUBLIC_ONLY else 'unset'}")
+    print(
+        f"# bench_mechanics: tensorflow {tf.__version__}, float32, {os.cpu_count()} CPUs, "
+        f"2 hidden layers, convex kinetic-potential model, all coordinates angular, "
+        f"LNN_PUBLIC_TF={'1' if _runtime.PUBLIC_ONLY else 'unset'}"
+    )
     header = f"{'quantity':<8} {'batch':>5} {'n':>2} {'width':>5} {'method':<8} {'median':>11} {'vs a':>8} {'vs f':>8}"
     print(header)
     print("-" * len(header))
     rng = np.random.default_rng(0)
-    trivial = tf.function(lambda q, qd: q + qd,
-                          input_signature=[tf.TensorSpec((None, None), tf.float32)] * 2)
+    trivial = tf.function(lambda q, qd: q + qd, input_signature=[tf.TensorSpec((None, None), tf.float32)] * 2)
     summary = []
     new_sizes = []
     for n in (2, 7):
         for width in widths:
-            fresh = LagrangianNetwork(n, hidden=(width, width), angular=(True,) * n, convex=True,
-                                      seed=1)
+            fresh = LagrangianNetwork(n, hidden=(width, width), angular=(True,) * n, convex=True, seed=1)
             new_sizes += [(n, width) + row for row in new_size_costs(fresh, n, NEW_SIZES, rng)]
-            model = LagrangianNetwork(n, hidden=(width, width), angular=(True,) * n, convex=True,
-                                      seed=1)
+            model = LagrangianNetwork(n, hidden=(width, width), angular=(True,) * n, convex=True, seed=1)
             methods = tf_methods(model, n)
             peer = jax_methods(model) if jax_ok else None
             for batch in (1, 1024):
@@ -423,23 +454,29 @@ def main(argv=None) -> int:
                     for name, fns in methods.items():
                         fn = fns[qi]
                         if name == "a":
-                            calls[name] = ((lambda fn=fn: fn(q, qd, target)) if quantity == "train"
-                                           else (lambda fn=fn: fn(q, qd)))
+                            calls[name] = (
+                                (lambda fn=fn: fn(q, qd, target)) if quantity == "train" else (lambda fn=fn: fn(q, qd))
+                            )
                         elif name == "package":
-                            calls[name] = ((lambda fn=fn: fn(q_np, qd_np, target_np))
-                                           if quantity == "train" else (lambda fn=fn: fn(q_np, qd_np)))
+                            calls[name] = (
+                                (lambda fn=fn: fn(q_np, qd_np, target_np))
+                                if quantity == "train"
+                                else (lambda fn=fn: fn(q_np, qd_np))
+                            )
                         elif quantity == "train":
-                            calls[name] = (lambda fn=fn: fn(const(q_np), const(qd_np),
-                                                            const(target_np)))
+                            calls[name] = lambda fn=fn: fn(const(q_np), const(qd_np), const(target_np))
                         else:
-                            calls[name] = (lambda fn=fn: fn(const(q_np), const(qd_np)))
+                            calls[name] = lambda fn=fn: fn(const(q_np), const(qd_np))
                     if quantity != "train":
                         calls["nocheck"] = nocheck[qi]
                     naive = calls.pop("a")
                     if peer is not None:
                         p, (jm, ja, jt) = peer
-                        calls["f"] = {"M": lambda: jm(p, q_np, qd_np), "qdd": lambda: ja(p, q_np, qd_np),
-                                      "train": lambda: jt(p, q_np, qd_np, target_np)}[quantity]
+                        calls["f"] = {
+                            "M": lambda: jm(p, q_np, qd_np),
+                            "qdd": lambda: ja(p, q_np, qd_np),
+                            "train": lambda: jt(p, q_np, qd_np, target_np),
+                        }[quantity]
                     if quantity != "train":
                         calls["floor"] = lambda: trivial(q_np, qd_np)
                     times = {}
@@ -449,28 +486,37 @@ def main(argv=None) -> int:
                     for name, t in times.items():
                         vs_a = f"{t / times['a']:8.3f}" if "a" in times else f"{'-':>8}"
                         vs_f = f"{t / times['f']:8.3f}" if "f" in times else f"{'-':>8}"
-                        print(f"{quantity:<8} {batch:>5} {n:>2} {width:>5} {name:<8} "
-                              f"{t * 1e6:9.1f}us {vs_a} {vs_f}", flush=True)
-                    tf_only = {k: v for k, v in times.items()
-                               if k not in ("f", "floor", "package", "nocheck")}
+                        print(
+                            f"{quantity:<8} {batch:>5} {n:>2} {width:>5} {name:<8} {t * 1e6:9.1f}us {vs_a} {vs_f}",
+                            flush=True,
+                        )
+                    tf_only = {k: v for k, v in times.items() if k not in ("f", "floor", "package", "nocheck")}
                     fastest = min(tf_only, key=tf_only.get)
                     summary.append((quantity, batch, n, width, fastest, times))
     print()
-    print("# new batch sizes: the public call's first time at a batch size not seen before, "
-          "against the same call again (median of 5); target: at most 50 ms more")
+    print(
+        "# new batch sizes: the public call's first time at a batch size not seen before, "
+        "against the same call again (median of 5); target: at most 50 ms more"
+    )
     print(f"{'quantity':<8} {'n':>2} {'width':>5} {'batch':>5} {'first':>10} {'again':>10} {'extra':>10}")
     for n, width, quantity, batch, first, again in new_sizes:
-        print(f"{quantity:<8} {n:>2} {width:>5} {batch:>5} {first * 1e3:8.2f}ms {again * 1e3:8.2f}ms "
-              f"{(first - again) * 1e3:8.2f}ms")
+        print(
+            f"{quantity:<8} {n:>2} {width:>5} {batch:>5} {first * 1e3:8.2f}ms {again * 1e3:8.2f}ms "
+            f"{(first - again) * 1e3:8.2f}ms"
+        )
     worst = max(first - again for *_, first, again in new_sizes)
     print(f"# worst extra cost of a new batch size: {worst * 1e3:.1f} ms")
     print()
-    print("# summary: fastest other TF path (b to e-hyb); package vs it, vs its unchecked call, "
-          "vs JAX (f) and vs the dispatch floor")
+    print(
+        "# summary: fastest other TF path (b to e-hyb); package vs it, vs its unchecked call, "
+        "vs JAX (f) and vs the dispatch floor"
+    )
     for quantity, batch, n, width, fastest, times in summary:
         pkg = times["package"]
-        parts = [f"{quantity:<6} B={batch:<5} n={n} w={width:<4} fastest TF={fastest:<6}",
-                 f"package/fastest TF={pkg / times[fastest]:5.2f}"]
+        parts = [
+            f"{quantity:<6} B={batch:<5} n={n} w={width:<4} fastest TF={fastest:<6}",
+            f"package/fastest TF={pkg / times[fastest]:5.2f}",
+        ]
         if "nocheck" in times:
             parts.append(f"package/nocheck={pkg / times['nocheck']:5.2f}")
         if "f" in times:

@@ -54,8 +54,13 @@ def _lab_model(parameters: dict, *, friction: bool):
             m22 = I2 + gr**2 * Ir
             h = m2 * l1 * r2 * s2
             coriolis = np.stack([-2 * h * qd[:, 1] * qd[:, 0] - h * qd[:, 1] ** 2, h * qd[:, 0] ** 2], -1)
-            gravity = np.stack([m1 * g * r1 * np.sin(q[:, 0]) + m2 * g * (l1 * np.sin(q[:, 0])
-                                + r2 * np.sin(q[:, 0] + q[:, 1])), m2 * g * r2 * np.sin(q[:, 0] + q[:, 1])], -1)
+            gravity = np.stack(
+                [
+                    m1 * g * r1 * np.sin(q[:, 0]) + m2 * g * (l1 * np.sin(q[:, 0]) + r2 * np.sin(q[:, 0] + q[:, 1])),
+                    m2 * g * r2 * np.sin(q[:, 0] + q[:, 1]),
+                ],
+                -1,
+            )
             tau = np.stack([m11 * qdd[:, 0] + m12 * qdd[:, 1], m12 * qdd[:, 0] + m22 * qdd[:, 1]], -1)
             tau = tau + coriolis + gravity
             if friction:
@@ -89,15 +94,19 @@ def dfki(folder: Path, seconds: float) -> None:
     os.environ["LNN_DFKI_DATA"] = str(folder)
     train, test = _dfki.load(_dfki.TRAIN), _dfki.load(_dfki.TEST)
     robot = simulations.URDFRobot.from_urdf(str(_dfki.urdf_path()), missing_links="add")
-    print(f"DFKI double pendulum: train {len(train)} samples ({train.n_trajectories} logs), "
-          f"test {len(test)} samples; 2 ms grid, Savitzky-Golay 101/4")
+    print(
+        f"DFKI double pendulum: train {len(train)} samples ({train.n_trajectories} logs), "
+        f"test {len(test)} samples; 2 ms grid, Savitzky-Golay 101/4"
+    )
     print("| model | J1 | J2 | mean | s |\n|---|---|---|---|---|")
     lab = _read_yaml(folder / "model_2.0_parameters.yml")
     _row("the lab's identified model + friction", _dfki.torque_mse(_lab_model(lab, friction=True), test))
     _row("the same without friction", _dfki.torque_mse(_lab_model(lab, friction=False), test))
-    for label, options in (("least squares (base parameters, viscous + Coulomb + offset)", {}),
-                           ("least squares, + armature, no offset", {"armature": True, "offset": False}),
-                           ("least squares, physically consistent", {"physical": True})):
+    for label, options in (
+        ("least squares (base parameters, viscous + Coulomb + offset)", {}),
+        ("least squares, + armature, no offset", {"armature": True, "offset": False}),
+        ("least squares, physically consistent", {"physical": True}),
+    ):
         t0 = time.perf_counter()
         fit = least_squares(train, robot, friction="viscous+coulomb", **options)
         _row(label, _dfki.torque_mse(fit, test), time.perf_counter() - t0)
@@ -128,14 +137,17 @@ def panda(seconds: float) -> None:
         q = part.q[0] + 1e-4 * rng.standard_normal(part.q[0].shape)  # encoder noise (rad), 1 kHz
         tau = part.tau[0] + 0.02 * rng.standard_normal(part.tau[0].shape)  # torque-sensor noise (N m)
         path = folder / f"log_{k:02d}.csv"
-        np.savetxt(path, np.column_stack([part.t, q, tau]), delimiter=",", header=",".join(["time"] + names),
-                   comments="")
+        np.savetxt(
+            path, np.column_stack([part.t, q, tau]), delimiter=",", header=",".join(["time"] + names), comments=""
+        )
         paths.append(path)
     columns = dict(time="time", q=names[:7], tau=names[7:], angular=True)
     train, test = lnn.Dataset.from_csv(paths[:8], **columns), lnn.Dataset.from_csv(paths[8:], **columns)
-    print(f"\nsimulated Panda: friction, 0.8 kg payload the URDF lacks, 1e-4 rad encoder noise, "
-          f"0.02 N m torque noise, 1 kHz logs read by Dataset.from_csv; train {len(train)}, test {len(test)} "
-          f"samples")
+    print(
+        f"\nsimulated Panda: friction, 0.8 kg payload the URDF lacks, 1e-4 rad encoder noise, "
+        f"0.02 N m torque noise, 1 kHz logs read by Dataset.from_csv; train {len(train)}, test {len(test)} "
+        f"samples"
+    )
     print("| model | mean of 7 joints | s |\n|---|---|---|")
     for label, options in (("least squares", {}), ("least squares, physically consistent", {"physical": True})):
         t0 = time.perf_counter()
@@ -145,8 +157,10 @@ def panda(seconds: float) -> None:
     t0 = time.perf_counter()
     model = lnn.identify(train, prior=nominal, time_limit=seconds, seed=0)
     mse = np.mean((model.inverse_dynamics(test.q, test.qd, test.qdd) - test.tau) ** 2)
-    print(f"| lnn.identify, URDF prior (chose {model.report.chosen}) | {mse:.5f} | "
-          f"{time.perf_counter() - t0:.1f} |", flush=True)
+    print(
+        f"| lnn.identify, URDF prior (chose {model.report.chosen}) | {mse:.5f} | {time.perf_counter() - t0:.1f} |",
+        flush=True,
+    )
     print("\n".join("    " + line for line in model.report.format().splitlines()), flush=True)
 
 
@@ -155,8 +169,11 @@ def main(argv=None) -> None:
     parser.add_argument("--data", type=Path, required=True, help="folder of the DFKI logs (not shipped)")
     parser.add_argument("--time", type=float, default=120.0, help="time budget of lnn.identify (s)")
     parser.add_argument("--panda", action="store_true", help="also the simulated Panda table")
+    parser.add_argument("--panda-only", action="store_true", help="only the simulated Panda table")
     args = parser.parse_args(argv)
-    dfki(args.data, args.time)
+    if not args.panda_only:
+        dfki(args.data, args.time)
+    args.panda = args.panda or args.panda_only
     if args.panda:
         panda(args.time)
 

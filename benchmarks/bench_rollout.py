@@ -25,7 +25,8 @@ ground truth) it measures
    links). The batch-1 rows are the mean over ``--solo`` trajectories of the
    batch (evenly spread) rolled out one by one: the cost per trajectory of not
    batching (the naive eager adapter: the first of them only). Compilation
-   (per shape, for TF's XLA and JAX) is warmed up and not timed. Radau gets each way's exact Jacobian (TensorFlow autodiff for the
+   (per shape, for TF's XLA and JAX) is warmed up and not timed. Radau gets each way's exact
+   Jacobian (TensorFlow autodiff for the
    TF ways and ``numpy-fast``, ``jax.jacfwd`` for JAX). The naive eager adapter
    is rolled out at batch 1 with DOP853 only (elsewhere its per-call cost times
    the calls of the same solve is reported, marked ``est``).
@@ -57,7 +58,6 @@ from lnn import rollout  # noqa: E402
 from lnn.integrate import _SAMPLE_BLOCK  # noqa: E402
 from lnn.models import LagrangianNetwork, compiled  # noqa: E402
 
-
 # ----------------------------------------------------------------------------- the peer
 
 
@@ -72,14 +72,18 @@ def jax_lagrangian(model):
 
     jax.config.update("jax_enable_x64", True)
     if model.kind != "kinetic-potential" or model.activation_name != "softplus":
-        raise ValueError("the JAX peer covers the softplus kinetic-potential kind, got "
-                         f"{model.kind!r} / {model.activation_name!r}")
+        raise ValueError(
+            f"the JAX peer covers the softplus kinetic-potential kind, got {model.kind!r} / {model.activation_name!r}"
+        )
     layers = model.mlp_layers()
     fmap = model.feature_map()
     eps = model.epsilon if model.convex else 0.0
     params = {
-        "A": jnp.asarray(fmap.A), "S": jnp.asarray(fmap.B_sin), "C": jnp.asarray(fmap.B_cos),
-        "c": jnp.asarray(fmap.c), "s": jnp.asarray(fmap.qd_scale),
+        "A": jnp.asarray(fmap.A),
+        "S": jnp.asarray(fmap.B_sin),
+        "C": jnp.asarray(fmap.B_cos),
+        "c": jnp.asarray(fmap.c),
+        "s": jnp.asarray(fmap.qd_scale),
         "T": [(jnp.asarray(layer.kernel), jnp.asarray(layer.bias)) for layer in layers["kinetic"]],
         "V": [(jnp.asarray(layer.kernel), jnp.asarray(layer.bias)) for layer in layers["potential"]],
     }
@@ -165,10 +169,17 @@ def diffrax_solvers(model, t, *, rtol, atol):
     def solver(vector_field, method):
         def solve(y0):
             return diffrax.diffeqsolve(
-                diffrax.ODETerm(vector_field), method, ts[0], ts[-1], None, y0,
+                diffrax.ODETerm(vector_field),
+                method,
+                ts[0],
+                ts[-1],
+                None,
+                y0,
                 saveat=diffrax.SaveAt(ts=ts),
                 stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
-                max_steps=100_000).ys
+                max_steps=100_000,
+            ).ys
+
         return solve
 
     one = solver(field, diffrax.Dopri8())
@@ -181,11 +192,14 @@ def diffrax_solvers(model, t, *, rtol, atol):
             ys = jax.block_until_ready(fn(jnp.asarray(y0)))
             ys = np.asarray(ys)
             return ys if layout == "vmap" else ys.transpose(1, 0, 2)
+
         return call
 
-    return {"diffrax Dopri8 vmap": run(vmapped, "vmap"),
-            "diffrax Dopri8 stacked": run(stacked8, "stacked"),
-            "diffrax Tsit5 stacked": run(stacked5, "stacked")}
+    return {
+        "diffrax Dopri8 vmap": run(vmapped, "vmap"),
+        "diffrax Dopri8 stacked": run(stacked8, "stacked"),
+        "diffrax Tsit5 stacked": run(stacked5, "stacked"),
+    }
 
 
 # ----------------------------------------------------------------------------- adapters
@@ -258,15 +272,22 @@ def timed_rollout(system, q0, qd0, t, method, rtol, atol):
 
 def one_by_one(system, q0, qd0, t, method, rtol, atol):
     """Mean ``(wall seconds, right-hand-side calls)`` of rolling the rows of ``q0`` out one by one."""
-    runs = [timed_rollout(system, q0[i:i + 1], qd0[i:i + 1], t, method, rtol, atol)
-            for i in range(q0.shape[0])]
+    runs = [timed_rollout(system, q0[i : i + 1], qd0[i : i + 1], t, method, rtol, atol) for i in range(q0.shape[0])]
     return statistics.fmean(w for w, _ in runs), round(statistics.fmean(c for _, c in runs))
 
 
 def learned_model(truth, name, *, hidden, train_seconds, seed):
     """A convex kinetic-potential model of ``truth`` (scales adapted; optionally trained)."""
-    model = LagrangianNetwork(truth.n_dof, kind="kinetic-potential", convex=True, hidden=hidden,
-                              angular=truth.angular, dtype="float64", seed=seed, name=name)
+    model = LagrangianNetwork(
+        truth.n_dof,
+        kind="kinetic-potential",
+        convex=True,
+        hidden=hidden,
+        angular=truth.angular,
+        dtype="float64",
+        seed=seed,
+        name=name,
+    )
     state = truth.sample_state(512, rng=seed)
     model.adapt(state.q, state.qd, truth.acceleration(state.q, state.qd))
     if train_seconds > 0:
@@ -287,8 +308,10 @@ def compiled_vs_diffrax(model, q_all, qd_all, t, *, batches, rtol, atol, repeats
     the maximum error of ``q`` against a DOP853 reference at ``rtol = 1e-11``.
     """
     peers = diffrax_solvers(model, t, rtol=rtol, atol=atol)
-    print(f"\ncompiled integrators vs diffrax 0.7 (rtol={rtol:g}, atol={atol:g}, wall time "
-          f"median of {repeats}, round-robin; ratio: to the fastest diffrax in this run)")
+    print(
+        f"\ncompiled integrators vs diffrax 0.7 (rtol={rtol:g}, atol={atol:g}, wall time "
+        f"median of {repeats}, round-robin; ratio: to the fastest diffrax in this run)"
+    )
     print(f"{'B':>5}  {'integrator':<24}{'wall s':>9}{'ratio':>8}{'compile s':>11}{'max |q err|':>13}")
     n = model.n_dof
     for batch in batches:
@@ -297,12 +320,11 @@ def compiled_vs_diffrax(model, q_all, qd_all, t, *, batches, rtol, atol, repeats
         y0 = np.concatenate([q0, qd0], axis=1)
         contenders = {}
         for method in ("dopri8", "dopri5", "tsit5", "DOP853"):
-            contenders[f"lnn {method}"] = (lambda m=method: rollout(
-                model, q0, qd0, t, method=m, rtol=rtol, atol=atol).q)
+            contenders[f"lnn {method}"] = lambda m=method: rollout(model, q0, qd0, t, method=m, rtol=rtol, atol=atol).q
         for name, fn in peers.items():
             if batch == 1 and name == "diffrax Dopri8 stacked":
                 continue  # the same solve as vmap at B = 1
-            contenders[name] = (lambda f=fn: f(y0)[..., :n])
+            contenders[name] = lambda f=fn: f(y0)[..., :n]
         first, walls, errors = {}, {name: [] for name in contenders}, {}
         for name, fn in contenders.items():
             start = time.perf_counter()
@@ -319,8 +341,7 @@ def compiled_vs_diffrax(model, q_all, qd_all, t, *, batches, rtol, atol, repeats
         for name in contenders:
             wall = medians[name]
             compile_s = max(first[name] - wall, 0.0)
-            print(f"{batch:>5}  {name:<24}{wall:>9.4f}{wall / best:>8.2f}{compile_s:>11.2f}"
-                  f"{errors[name]:>13.2e}")
+            print(f"{batch:>5}  {name:<24}{wall:>9.4f}{wall / best:>8.2f}{compile_s:>11.2f}{errors[name]:>13.2e}")
 
 
 def main() -> None:
@@ -333,46 +354,57 @@ def main() -> None:
     parser.add_argument("--train-seconds", type=float, default=None, help="training per model (20)")
     parser.add_argument("--rtol", type=float, default=1e-6)
     parser.add_argument("--atol", type=float, default=1e-8)
-    parser.add_argument("--amplitude", type=float, default=1.0,
-                        help="initial angles uniform in [-amplitude, amplitude] rad")
+    parser.add_argument(
+        "--amplitude", type=float, default=1.0, help="initial angles uniform in [-amplitude, amplitude] rad"
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--solo", type=int, default=None,
-                        help="trajectories of the batch (evenly spread) rolled out one by one to "
-                             "measure the batch-1 rows: their mean is reported (8; --quick: 2)")
-    parser.add_argument("--peer-only", action="store_true",
-                        help="only the table of the compiled integrators against diffrax")
-    parser.add_argument("--peer-batches", type=int, nargs="+", default=[1, 16, 256],
-                        help="batch sizes of that table (1 16 256)")
+    parser.add_argument(
+        "--solo",
+        type=int,
+        default=None,
+        help="trajectories of the batch (evenly spread) rolled out one by one to "
+        "measure the batch-1 rows: their mean is reported (8; --quick: 2)",
+    )
+    parser.add_argument(
+        "--peer-only", action="store_true", help="only the table of the compiled integrators against diffrax"
+    )
+    parser.add_argument(
+        "--peer-batches", type=int, nargs="+", default=[1, 16, 256], help="batch sizes of that table (1 16 256)"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per contender (3)")
-    parser.add_argument("--systems", nargs="+", default=["double-pendulum", "chain"],
-                        choices=["double-pendulum", "chain"])
+    parser.add_argument(
+        "--systems", nargs="+", default=["double-pendulum", "chain"], choices=["double-pendulum", "chain"]
+    )
     args = parser.parse_args()
     duration = args.duration if args.duration is not None else (2.0 if args.quick else 10.0)
     big = args.batch if args.batch is not None else (32 if args.quick else 256)
-    train_seconds = args.train_seconds if args.train_seconds is not None else (
-        0.0 if args.quick else 20.0)
+    train_seconds = args.train_seconds if args.train_seconds is not None else (0.0 if args.quick else 20.0)
     solo = args.solo if args.solo is not None else (2 if args.quick else 8)
     t = np.linspace(0.0, duration, int(round(duration * 10)) + 1)
-    systems = [("double pendulum", simulations.DoublePendulum()),
-               ("7-DOF chain", simulations.NPendulum(masses=[1.0] * 7, lengths=[0.5] * 7))]
+    systems = [
+        ("double pendulum", simulations.DoublePendulum()),
+        ("7-DOF chain", simulations.NPendulum(masses=[1.0] * 7, lengths=[0.5] * 7)),
+    ]
     chosen = {"double-pendulum": "double pendulum", "chain": "7-DOF chain"}
-    systems = [(label, truth) for label, truth in systems
-               if label in {chosen[name] for name in args.systems}]
+    systems = [(label, truth) for label, truth in systems if label in {chosen[name] for name in args.systems}]
 
-    print(f"lnn rollout benchmark: {duration:g} s, rtol={args.rtol:g}, atol={args.atol:g}, "
-          f"hidden={tuple(args.hidden)}, float64, training {train_seconds:g} s per model, "
-          f"|q0| <= {args.amplitude:g} rad, batch-1 rows: mean of {solo} trajectories rolled out "
-          f"one by one, OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}")
+    print(
+        f"lnn rollout benchmark: {duration:g} s, rtol={args.rtol:g}, atol={args.atol:g}, "
+        f"hidden={tuple(args.hidden)}, float64, training {train_seconds:g} s per model, "
+        f"|q0| <= {args.amplitude:g} rad, batch-1 rows: mean of {solo} trajectories rolled out "
+        f"one by one, OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}"
+    )
     for label, truth in systems:
-        model = learned_model(truth, label.replace(" ", "-"), hidden=tuple(args.hidden),
-                              train_seconds=train_seconds, seed=args.seed)
+        model = learned_model(
+            truth, label.replace(" ", "-"), hidden=tuple(args.hidden), train_seconds=train_seconds, seed=args.seed
+        )
         print(f"\n## {label} (n = {truth.n_dof})\n")
         rng = np.random.default_rng(args.seed)
-        q_all = rng.uniform(-args.amplitude, args.amplitude, (max(big, *args.peer_batches),
-                                                             truth.n_dof))
+        q_all = rng.uniform(-args.amplitude, args.amplitude, (max(big, *args.peer_batches), truth.n_dof))
         qd_all = 0.5 * rng.normal(size=q_all.shape)
-        compiled_vs_diffrax(model, q_all, qd_all, t, batches=args.peer_batches, rtol=args.rtol,
-                            atol=args.atol, repeats=args.repeats)
+        compiled_vs_diffrax(
+            model, q_all, qd_all, t, batches=args.peer_batches, rtol=args.rtol, atol=args.atol, repeats=args.repeats
+        )
         if args.peer_only:
             continue
         available = ways(model)
@@ -388,16 +420,20 @@ def main() -> None:
         calls = {}
         for name, (accel, _) in available.items():
             budget = 0.5 if name != "tf-eager" else 0.3
-            calls[name] = (per_call(accel, q_all[:1], qd_all[:1], budget=budget),
-                           per_call(accel, q_all, qd_all, budget=budget))
+            calls[name] = (
+                per_call(accel, q_all[:1], qd_all[:1], budget=budget),
+                per_call(accel, q_all, qd_all, budget=budget),
+            )
         base = calls["jax-jit"]
         for name, (one, many) in calls.items():
             print(f"{name:<13}{one:>12.1f}{one / base[0]:>8.2f}{many:>12.1f}{many / base[1]:>8.2f}")
         print("(ratio: to jax-jit in this run)")
 
         print(f"\nrollouts of {duration:g} s (wall time median of 1; ratio to the ground truth)")
-        print(f"{'method':<8}{'B':>5}  {'way':<13}{'wall s':>9}{'ratio':>8}{'RHS calls':>11}"
-              f"{'µs/call':>10}{'per traj ms':>13}")
+        print(
+            f"{'method':<8}{'B':>5}  {'way':<13}{'wall s':>9}{'ratio':>8}{'RHS calls':>11}"
+            f"{'µs/call':>10}{'per traj ms':>13}"
+        )
         summary = {}
         picks = np.unique(np.linspace(0, big - 1, solo).round().astype(int))
         for method in ("DOP853", "Radau"):
@@ -427,8 +463,7 @@ def main() -> None:
                         compiled.wait()
                     system = Adapter(model, accel, jac, energy)
                     if name == "tf-eager":
-                        wall, nfev = timed_rollout(system, q0[:1], qd0[:1], t, method, args.rtol,
-                                                   args.atol)
+                        wall, nfev = timed_rollout(system, q0[:1], qd0[:1], t, method, args.rtol, args.atol)
                     else:
                         wall, nfev = run(system, q0, qd0, t, method, args.rtol, args.atol)
                     rows.append((name, wall, nfev, False))
@@ -439,20 +474,26 @@ def main() -> None:
                         wall = calls[name][0 if batch == 1 else 1] * 1e-6 * nfev
                     summary[(method, batch, name)] = wall
                     tag = " est" if estimated else ""
-                    print(f"{method:<8}{batch:>5}  {name:<13}{wall:>9.3f}{wall / wall_truth:>8.2f}"
-                          f"{nfev:>11d}{1e6 * wall / max(nfev, 1):>10.1f}"
-                          f"{1e3 * wall / batch:>13.2f}{tag}")
+                    print(
+                        f"{method:<8}{batch:>5}  {name:<13}{wall:>9.3f}{wall / wall_truth:>8.2f}"
+                        f"{nfev:>11d}{1e6 * wall / max(nfev, 1):>10.1f}"
+                        f"{1e3 * wall / batch:>13.2f}{tag}"
+                    )
         print(f"\nbatch {big} vs rolling its trajectories one by one (per-trajectory speed-up):")
         for method in ("DOP853", "Radau"):
             fast_big = summary[(method, big, "numpy-fast")] / big
             for name in ("numpy-fast", "tf-compiled", "tf-eager"):
                 one = summary[(method, 1, name)]
-                print(f"  {method:<7} one-by-one {name:<12}: {one / fast_big:8.1f}x slower per "
-                      f"trajectory than numpy-fast at B={big}")
+                print(
+                    f"  {method:<7} one-by-one {name:<12}: {one / fast_big:8.1f}x slower per "
+                    f"trajectory than numpy-fast at B={big}"
+                )
         one_call, big_call = calls["numpy-fast"]
-        print(f"  (batching the right-hand side alone: {big} x {one_call:.0f} µs / {big_call:.0f} µs "
-              f"= {big * one_call / big_call:.1f}x per call for numpy-fast; a rollout adds the "
-              f"solver's own work, shared by the batch, and the batch's extra steps)")
+        print(
+            f"  (batching the right-hand side alone: {big} x {one_call:.0f} µs / {big_call:.0f} µs "
+            f"= {big * one_call / big_call:.1f}x per call for numpy-fast; a rollout adds the "
+            f"solver's own work, shared by the batch, and the batch's extra steps)"
+        )
 
 
 if __name__ == "__main__":

@@ -108,15 +108,20 @@ def main(argv=None) -> int:
     args.output_dir.mkdir(parents=True, exist_ok=True)
 
     system = SpringPendulum()
-    data = lnn.generate(system, n_trajectories=8 if quick else 150, duration=2.0 if quick else 5.0,
-                        dt=0.05, seed=0)
-    held_out = lnn.generate(system, n_trajectories=4 if quick else 16, duration=2.0 if quick else 5.0,
-                            dt=0.05, seed=1)
+    data = lnn.generate(system, n_trajectories=8 if quick else 150, duration=2.0 if quick else 5.0, dt=0.05, seed=0)
+    held_out = lnn.generate(system, n_trajectories=4 if quick else 16, duration=2.0 if quick else 5.0, dt=0.05, seed=1)
     # Quadratic kinetic energy: the structured (DeLaN) model fits it exactly.
-    model = lnn.LagrangianNetwork(system.n_dof, kind="structured", hidden=(32, 32) if quick else (128, 128),
-                                  angular=system.angular, seed=0)
-    history = lnn.fit(model, data, loss="acceleration", epochs=3 if quick else 400,
-                      time_limit=10.0 if quick else args.time_limit, seed=0)
+    model = lnn.LagrangianNetwork(
+        system.n_dof, kind="structured", hidden=(32, 32) if quick else (128, 128), angular=system.angular, seed=0
+    )
+    history = lnn.fit(
+        model,
+        data,
+        loss="acceleration",
+        epochs=3 if quick else 400,
+        time_limit=10.0 if quick else args.time_limit,
+        seed=0,
+    )
     print(f"trained {len(history.epoch)} epochs ({history.stopped_reason})")
 
     table = evaluate(model, held_out, true_system=system, n_rollouts=len(np.unique(held_out.trajectory)))

@@ -37,19 +37,27 @@ def random_states(system, n: int, seed: int, *, rate: float) -> lnn.Dataset:
     rng = np.random.default_rng(seed)
     q = rng.uniform(0.0, 2.0 * np.pi, (n, 2))
     qd = rng.uniform(-rate, rate, (n, 2))
-    return lnn.Dataset(t=np.zeros(n), q=q, qd=qd, qdd=system.acceleration(q, qd), tau=np.zeros_like(q),
-                       trajectory=np.arange(n), system=system.name, parameters=system.parameters(),
-                       angular=system.angular)
+    return lnn.Dataset(
+        t=np.zeros(n),
+        q=q,
+        qd=qd,
+        qdd=system.acceleration(q, qd),
+        tau=np.zeros_like(q),
+        trajectory=np.arange(n),
+        system=system.name,
+        parameters=system.parameters(),
+        angular=system.angular,
+    )
 
 
 def models(quick: bool) -> dict:
     """The contenders, freshly initialised with fixed seeds."""
     hidden = (32, 32) if quick else (128, 128)
     return {
-        "structured LNN": lnn.LagrangianNetwork(2, kind="structured", hidden=hidden,
-                                                angular=(True, True), seed=0),
-        "convex kinetic-potential LNN": lnn.LagrangianNetwork(2, kind="kinetic-potential", convex=True,
-                                                              hidden=hidden, angular=(True, True), seed=0),
+        "structured LNN": lnn.LagrangianNetwork(2, kind="structured", hidden=hidden, angular=(True, True), seed=0),
+        "convex kinetic-potential LNN": lnn.LagrangianNetwork(
+            2, kind="kinetic-potential", convex=True, hidden=hidden, angular=(True, True), seed=0
+        ),
         "plain MLP (qdd)": AccelerationMLP(2, hidden=hidden, angular=(True, True), seed=0),
     }
 
@@ -75,8 +83,15 @@ def main(argv=None) -> int:
 
     rollouts, rows = {}, []
     for label, model in models(args.quick).items():
-        history = lnn.fit(model, data, loss="acceleration", epochs=2 if args.quick else 10_000,
-                          batch_size=512, time_limit=5.0 if args.quick else args.time_limit, seed=0)
+        history = lnn.fit(
+            model,
+            data,
+            loss="acceleration",
+            epochs=2 if args.quick else 10_000,
+            batch_size=512,
+            time_limit=5.0 if args.quick else args.time_limit,
+            seed=0,
+        )
         accel = acceleration_error(model.numpy_acceleration(test_states.q, test_states.qd), test_states.qdd)
         try:
             # float32 networks are smooth only to ~1e-7: tighter tolerances make the

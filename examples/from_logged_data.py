@@ -70,38 +70,64 @@ def main(argv=None) -> int:
     simulated = args.csv is None
     log = args.csv or args.output_dir / "double_pendulum_log.csv"
     if simulated:
-        write_demo_log(log, n_trajectories=6 if args.quick else 60, duration=2.0 if args.quick else 6.0,
-                       noise=1e-3, seed=0)
+        write_demo_log(
+            log, n_trajectories=6 if args.quick else 60, duration=2.0 if args.quick else 6.0, noise=1e-3, seed=0
+        )
         print(f"wrote a simulated position log to {log}")
     t, ids, q = read_log(log)
     n = q.shape[1]
-    angular = ((True,) * n if simulated else (False,) * n) if args.angular is None else \
-        tuple(bool(int(a)) for a in args.angular.split(","))
+    angular = (
+        ((True,) * n if simulated else (False,) * n)
+        if args.angular is None
+        else tuple(bool(int(a)) for a in args.angular.split(","))
+    )
 
-    data = lnn.Dataset.from_positions(t, q, trajectory=ids, method="savgol", window=31, order=4,
-                                      angular=angular, system="double-pendulum" if simulated else "")
+    data = lnn.Dataset.from_positions(
+        t,
+        q,
+        trajectory=ids,
+        method="savgol",
+        window=31,
+        order=4,
+        angular=angular,
+        system="double-pendulum" if simulated else "",
+    )
     print(f"{len(data)} samples in {data.n_trajectories} trajectories, n_dof = {data.n_dof}")
     if simulated:
         truth = simulations.DoublePendulum()
         qdd_true = truth.acceleration(data.q, data.qd)
         est = acceleration_error(data.qdd, qdd_true)
-        print(f"estimated accelerations vs the Euler–Lagrange ones at the estimated states: "
-              f"median relative error {est.median:.3%}")
+        print(
+            f"estimated accelerations vs the Euler–Lagrange ones at the estimated states: "
+            f"median relative error {est.median:.3%}"
+        )
 
     split = data.split(fractions=(0.8, 0.1, 0.1), seed=0)
-    model = lnn.LagrangianNetwork(n, kind="structured", angular=angular,
-                                  hidden=(32, 32) if args.quick else (128, 128), seed=0)
-    history = lnn.fit(model, split.train, validation=split.validation, epochs=3 if args.quick else 500,
-                      time_limit=10.0 if args.quick else args.time_limit, seed=0)
+    model = lnn.LagrangianNetwork(
+        n, kind="structured", angular=angular, hidden=(32, 32) if args.quick else (128, 128), seed=0
+    )
+    history = lnn.fit(
+        model,
+        split.train,
+        validation=split.validation,
+        epochs=3 if args.quick else 500,
+        time_limit=10.0 if args.quick else args.time_limit,
+        seed=0,
+    )
     print(f"trained {len(history.epoch)} epochs ({history.stopped_reason})")
     model.save(args.output_dir / "from_logs.keras")
     if simulated:
-        table = evaluate(model, split.test, true_system=simulations.DoublePendulum(),
-                         n_rollouts=min(4, split.test.n_trajectories))
+        table = evaluate(
+            model, split.test, true_system=simulations.DoublePendulum(), n_rollouts=min(4, split.test.n_trajectories)
+        )
         print(table.format())
-        lnn.plot.save(lnn.plot.paper_figure(table.details["reference"], table.details["predicted"],
-                                            system=simulations.DoublePendulum()).figure,
-                      args.output_dir / "from_logs.png", overwrite=True)
+        lnn.plot.save(
+            lnn.plot.paper_figure(
+                table.details["reference"], table.details["predicted"], system=simulations.DoublePendulum()
+            ).figure,
+            args.output_dir / "from_logs.png",
+            overwrite=True,
+        )
         print(f"wrote {args.output_dir}/from_logs.png")
     return 0
 

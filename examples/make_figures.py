@@ -38,12 +38,18 @@ README_DPI = 150
 def parse_args(argv=None) -> argparse.Namespace:
     """Parse the command line (``argv`` defaults to ``sys.argv[1:]``)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "docs" / "figures",
-                        help="output directory (default: docs/figures of this repository)")
-    parser.add_argument("--train-seconds", type=float, default=60.0,
-                        help="training time budget in seconds (default 60)")
-    parser.add_argument("--no-train", action="store_true",
-                        help="use a perturbed true system instead of a trained model")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path(__file__).resolve().parents[1] / "docs" / "figures",
+        help="output directory (default: docs/figures of this repository)",
+    )
+    parser.add_argument(
+        "--train-seconds", type=float, default=60.0, help="training time budget in seconds (default 60)"
+    )
+    parser.add_argument(
+        "--no-train", action="store_true", help="use a perturbed true system instead of a trained model"
+    )
     parser.add_argument("--force", action="store_true", help="overwrite existing figures")
     return parser.parse_args(argv)
 
@@ -53,10 +59,17 @@ def learned_system(system, args):
     if args.no_train or args.train_seconds <= 0:
         return dataclasses.replace(system, m2=1.1 * system.m2), None, "perturbed system"
     data = lnn.generate(system, n_trajectories=128, duration=2.0, dt=0.05, seed=0)
-    model = lnn.LagrangianNetwork(system.n_dof, kind="structured", hidden=(64, 64),
-                                  angular=system.angular, seed=0)
-    history = lnn.fit(model, data, loss="acceleration", epochs=100_000, batch_size=256,
-                      learning_rate=3e-3, time_limit=args.train_seconds, seed=0)
+    model = lnn.LagrangianNetwork(system.n_dof, kind="structured", hidden=(64, 64), angular=system.angular, seed=0)
+    history = lnn.fit(
+        model,
+        data,
+        loss="acceleration",
+        epochs=100_000,
+        batch_size=256,
+        learning_rate=3e-3,
+        time_limit=args.train_seconds,
+        seed=0,
+    )
     return model, history, f"LNN, {len(history.epoch)} epochs in {args.train_seconds:g} s"
 
 
@@ -68,8 +81,7 @@ def main(argv=None) -> int:
     written = []
 
     def save(result, name: str) -> None:
-        written.append(plot.save(result.figure, args.out / name, overwrite=args.force,
-                                 dpi=README_DPI))
+        written.append(plot.save(result.figure, args.out / name, overwrite=args.force, dpi=README_DPI))
 
     system = simulations.DoublePendulum()
     model, history, label = learned_system(system, args)
@@ -94,8 +106,7 @@ def main(argv=None) -> int:
     short = lnn.rollout(system, state.q[:1], state.qd[:1], np.linspace(0.0, 3.0, 61))
     short_learned = lnn.rollout(model, state.q[:1], state.qd[:1], short.t)
     animation = plot.animate(system, short, short_learned, fps=20)
-    written.append(plot.save_animation(animation, args.out / "double_pendulum.gif",
-                                       overwrite=args.force, dpi=60))
+    written.append(plot.save_animation(animation, args.out / "double_pendulum.gif", overwrite=args.force, dpi=60))
     try:
         panda = simulations.panda()
     except ImportError as exc:  # the robots extra (Pinocchio, example-robot-data) is missing
@@ -104,8 +115,9 @@ def main(argv=None) -> int:
         q0 = np.zeros((1, panda.n_dof))
         q0[0, 1], q0[0, 3] = 0.3, -1.5
         fall = lnn.rollout(panda, q0, np.zeros_like(q0), np.linspace(0.0, 1.5, 31))
-        written.append(plot.save_animation(plot.animate(panda, fall, fps=20),
-                                           args.out / "panda.gif", overwrite=args.force, dpi=60))
+        written.append(
+            plot.save_animation(plot.animate(panda, fall, fps=20), args.out / "panda.gif", overwrite=args.force, dpi=60)
+        )
 
     for path in written:
         print(f"wrote {path} ({path.stat().st_size / 1024:.0f} KB)")

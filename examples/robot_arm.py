@@ -46,9 +46,11 @@ class Reference:
     def __call__(self, t: float):
         """``(q_ref, qd_ref, qdd_ref)`` at time ``t``, each ``(n,)``."""
         arg = self.omega * t + self.phase
-        return (self.center + self.amplitude * np.sin(arg),
-                self.amplitude * self.omega * np.cos(arg),
-                -self.amplitude * self.omega**2 * np.sin(arg))
+        return (
+            self.center + self.amplitude * np.sin(arg),
+            self.amplitude * self.omega * np.cos(arg),
+            -self.amplitude * self.omega**2 * np.sin(arg),
+        )
 
 
 @dataclass(frozen=True)
@@ -73,23 +75,38 @@ def learn_arm(system, *, quick: bool, time_limit: float, seed: int = 0):
     """Generate excitation trajectories, train a model on the torques, report the torque error."""
     # Excursions of 0.5 rad around random centres cover the references tracked below.
     data = lnn.excitation_trajectories(
-        system, n_trajectories=8 if quick else (5000 if system.n_dof > 2 else 1000),
-        duration=1.0, dt=0.02, seed=seed, amplitude=0.5)
+        system,
+        n_trajectories=8 if quick else (5000 if system.n_dof > 2 else 1000),
+        duration=1.0,
+        dt=0.02,
+        seed=seed,
+        amplitude=0.5,
+    )
     split = data.split(fractions=(0.8, 0.1, 0.1), seed=seed)
     loss: str | dict[str, float]
     if system.n_dof > 2:
         kind, loss, learning_rate = "kinetic-potential", "torque", 1e-2
     else:
         kind, loss, learning_rate = "structured", {"torque": 1.0, "acceleration": 1.0}, 3e-3
-    model = lnn.LagrangianNetwork(system.n_dof, kind=kind, angular=system.angular,
-                                  hidden=(32, 32) if quick else (128, 128), seed=seed)
-    history = lnn.fit(model, split.train, validation=split.validation, loss=loss,
-                      learning_rate=learning_rate, epochs=3 if quick else 1000,
-                      time_limit=10.0 if quick else time_limit, seed=seed)
+    model = lnn.LagrangianNetwork(
+        system.n_dof, kind=kind, angular=system.angular, hidden=(32, 32) if quick else (128, 128), seed=seed
+    )
+    history = lnn.fit(
+        model,
+        split.train,
+        validation=split.validation,
+        loss=loss,
+        learning_rate=learning_rate,
+        epochs=3 if quick else 1000,
+        time_limit=10.0 if quick else time_limit,
+        seed=seed,
+    )
     test = split.test
     error = torque_error(np.asarray(model.inverse_dynamics(test.q, test.qd, test.qdd)), test.tau)
-    print(f"{system.name}: {len(history.epoch)} epochs ({history.stopped_reason}); held-out torque "
-          f"MSE {error.mse:.3g}, normalised MSE {error.nmse:.2e}")
+    print(
+        f"{system.name}: {len(history.epoch)} epochs ({history.stopped_reason}); held-out torque "
+        f"MSE {error.mse:.3g}, normalised MSE {error.nmse:.2e}"
+    )
     return model
 
 
@@ -98,14 +115,17 @@ def track(system, model, *, duration: float, seed: int = 0):
     rng = np.random.default_rng(seed + 7)
     start = system.sample_state(1, rng=seed + 5)
     n = system.n_dof
-    reference = Reference(center=start.q[0], amplitude=rng.uniform(0.2, 0.5, n),
-                          omega=rng.uniform(1.0, 3.0, n), phase=np.zeros(n))
+    reference = Reference(
+        center=start.q[0], amplitude=rng.uniform(0.2, 0.5, n), omega=rng.uniform(1.0, 3.0, n), phase=np.zeros(n)
+    )
     t = np.linspace(0.0, duration, int(duration * 100) + 1)
     q0, qd0, _ = reference(0.0)
     errors = {}
-    for label, controller in (("PD only", ComputedTorque(reference, None)),
-                              ("learned model", ComputedTorque(reference, model)),
-                              ("exact model", ComputedTorque(reference, system))):
+    for label, controller in (
+        ("PD only", ComputedTorque(reference, None)),
+        ("learned model", ComputedTorque(reference, model)),
+        ("exact model", ComputedTorque(reference, system)),
+    ):
         try:
             run = lnn.rollout(system, q0[None], qd0[None], t, tau=controller, rtol=1e-7, atol=1e-9)
         except lnn.IntegrationError as exc:  # e.g. an under-trained model's torques blow up
@@ -113,7 +133,7 @@ def track(system, model, *, duration: float, seed: int = 0):
             continue
         q_ref = np.stack([reference(ti)[0] for ti in t])
         errors[label] = np.linalg.norm(run.q[0] - q_ref, axis=-1)
-        print(f"{system.name}: {label:14s} RMS tracking error {np.sqrt(np.mean(errors[label]**2)):.2e} rad")
+        print(f"{system.name}: {label:14s} RMS tracking error {np.sqrt(np.mean(errors[label] ** 2)):.2e} rad")
     return t, errors
 
 

@@ -24,23 +24,30 @@ Public API (see each object's docstring):
 
 from typing import TYPE_CHECKING
 
+from lnn import logs
 from lnn._version import __version__
+from lnn.data import (
+    Dataset,
+    DatasetSplit,
+    Derivatives,
+    TimeSplitWarning,
+    estimate_derivatives,
+    excitation_trajectories,
+    generate,
+)
+from lnn.integrate import IntegrationError, rollout
 from lnn.system import MechanicalSystem
 from lnn.trajectory import Trajectory
-from lnn.integrate import IntegrationError, rollout
-from lnn.data import (Dataset, DatasetSplit, Derivatives, TimeSplitWarning, estimate_derivatives,
-                      excitation_trajectories, generate)
-from lnn import logs
 
 if TYPE_CHECKING:  # the lazy names below, for type checkers and the API reference
     from lnn import baseline, mechanics, metrics, plot
     from lnn._runtime import RuntimeFallbackWarning
-    from lnn.baseline._mlp import AccelerationMLP
     from lnn.baseline import NonPhysicalMassMatrixError
+    from lnn.baseline._mlp import AccelerationMLP
     from lnn.fast import IndefiniteMassMatrixError
+    from lnn.identification import IdentifiedModel, identify
     from lnn.mechanics import MassMatrixError
     from lnn.metrics import evaluate
-    from lnn.identification import IdentifiedModel, identify
     from lnn.models import LagrangianNetwork, load_model
     from lnn.train import History, IdentifiabilityWarning, TrainingDivergedError, fit
 

@@ -44,7 +44,6 @@ def time_grid(t, *, min_length: int = 1) -> np.ndarray:
     if t.shape[0] > 1 and not (np.diff(t) > 0).all():
         k = int(np.flatnonzero(np.diff(t) <= 0)[0])
         raise ValueError(
-            f"t must be strictly increasing; got t[{k}] = {float(t[k])!r} >= "
-            f"t[{k + 1}] = {float(t[k + 1])!r}"
+            f"t must be strictly increasing; got t[{k}] = {float(t[k])!r} >= t[{k + 1}] = {float(t[k + 1])!r}"
         )
     return t

@@ -17,8 +17,7 @@ FORMAT_VERSION = 1
 _MAGIC = "lnn"
 
 
-def write_npz(path, arrays: dict, *, kind: str, metadata: dict | None = None,
-              overwrite: bool = False) -> Path:
+def write_npz(path, arrays: dict, *, kind: str, metadata: dict | None = None, overwrite: bool = False) -> Path:
     """Write ``arrays`` and JSON ``metadata`` to ``path`` as an lnn ``.npz`` file."""
     path = Path(path)
     if path.suffix != ".npz":
@@ -30,8 +29,7 @@ def write_npz(path, arrays: dict, *, kind: str, metadata: dict | None = None,
         )
     if not path.parent.exists():
         raise FileNotFoundError(f"directory {str(path.parent)!r} does not exist (writing {str(path)!r})")
-    header = {"format": _MAGIC, "kind": kind, "version": FORMAT_VERSION,
-              "metadata": metadata or {}}
+    header = {"format": _MAGIC, "kind": kind, "version": FORMAT_VERSION, "metadata": metadata or {}}
     payload = {k: np.asarray(v) for k, v in arrays.items()}
     payload["__lnn_header__"] = np.asarray(json.dumps(header))
     tmp = path.with_name(path.name + ".tmp.npz")
@@ -59,18 +57,13 @@ def read_npz(path, *, kind: str, required: tuple[str, ...]) -> tuple[dict, dict]
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
         raise ValueError(f"cannot read {str(path)!r} as an lnn {kind} .npz file: {exc}") from exc
     if "__lnn_header__" not in arrays:
-        raise ValueError(
-            f"{str(path)!r} is not an lnn {kind} file (no lnn header; arrays found: "
-            f"{sorted(arrays)})"
-        )
+        raise ValueError(f"{str(path)!r} is not an lnn {kind} file (no lnn header; arrays found: {sorted(arrays)})")
     try:
         header = json.loads(str(arrays.pop("__lnn_header__")))
     except json.JSONDecodeError as exc:
         raise ValueError(f"{str(path)!r} has a corrupt lnn header: {exc}") from exc
     if header.get("format") != _MAGIC or header.get("kind") != kind:
-        raise ValueError(
-            f"{str(path)!r} holds an lnn {header.get('kind')!r} file, expected a {kind!r} file"
-        )
+        raise ValueError(f"{str(path)!r} holds an lnn {header.get('kind')!r} file, expected a {kind!r} file")
     if header.get("version") != FORMAT_VERSION:
         raise ValueError(
             f"{str(path)!r} has {kind} format version {header.get('version')!r}; this lnn "

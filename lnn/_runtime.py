@@ -73,18 +73,23 @@ def _fallback(what: str, reason: str) -> None:
     if what in _WARNED:
         return
     _WARNED.add(what)
-    warnings.warn(f"lnn: {what} is unavailable on TensorFlow {tf.__version__} ({reason}); "
-                  "using the public API instead (slower, same results)",
-                  RuntimeFallbackWarning, stacklevel=3)
+    warnings.warn(
+        f"lnn: {what} is unavailable on TensorFlow {tf.__version__} ({reason}); "
+        "using the public API instead (slower, same results)",
+        RuntimeFallbackWarning,
+        stacklevel=3,
+    )
 
 
 # ----------------------------------------------------------------------------- tapes
+
 
 def _load_could_record():
     if PUBLIC_ONLY:
         return None
     try:
         from tensorflow.python.eager.record import could_possibly_record
+
         could_possibly_record()
         return could_possibly_record
     except Exception as exc:  # ImportError, AttributeError, TypeError on other releases
@@ -102,6 +107,7 @@ def tape_may_record() -> bool:
 
 # ----------------------------------------------------------------------------- eager calls
 
+
 def eager_tensor(array: np.ndarray, dtype) -> tf.Tensor:
     """An eager tensor holding ``array`` (``tf.constant``; the private constructor saved < 10 %)."""
     return tf.constant(array, dtype=dtype)
@@ -117,8 +123,7 @@ def _load_execute():
         ctx = context.context()
         ctx.ensure_initialized()
         ctx.function_call_options.as_attrs()
-        return (pywrap_tfe.TFE_Py_Execute, ctx, core._NotOkStatusException,
-                core._status_to_exception)
+        return (pywrap_tfe.TFE_Py_Execute, ctx, core._NotOkStatusException, core._status_to_exception)
     except Exception as exc:
         _fallback("tensorflow.python.pywrap_tfe.TFE_Py_Execute", repr(exc))
         return None
@@ -141,9 +146,9 @@ def _call_attrs(ctx):
         config = options.config_proto_serialized
         if cache[0] is not options or cache[1] is not config:
             flat = options.as_attrs()
-            cache[:] = options, config, ("executor_type", flat["executor_type"],
-                                         "config_proto", flat["config_proto"])
+            cache[:] = options, config, ("executor_type", flat["executor_type"], "config_proto", flat["config_proto"])
         return cache[2]
+
     return attrs
 
 
@@ -193,8 +198,7 @@ def fast_caller(concrete):
         if could_record() or not executing_eagerly():
             return concrete(*args)
         try:
-            flat = execute(ctx._handle, ctx.device_name, name, list(args) + captures,
-                           attrs_of(), n_outputs)
+            flat = execute(ctx._handle, ctx.device_name, name, list(args) + captures, attrs_of(), n_outputs)
         except not_ok as error:
             raise to_exception(error) from None
         return pack(flat)
@@ -231,15 +235,18 @@ def in_xla_trace() -> bool:
 
 def xla_body(fn):
     """``fn`` traced inside :func:`xla_tracing` (wrap the Python body of a ``jit_compile`` function)."""
+
     def traced(*args, **kwargs):
         with xla_tracing():
             return fn(*args, **kwargs)
+
     traced.__name__ = getattr(fn, "__name__", "xla_body")
     traced.__doc__ = getattr(fn, "__doc__", None)
     return traced
 
 
 # ----------------------------------------------------------------------------- Keras
+
 
 def sublayers(model) -> list:
     """Every layer below ``model``, depth first (through the public ``layers`` attributes).
@@ -249,6 +256,7 @@ def sublayers(model) -> list:
     tracked there); a layer whose ``layers`` is not a list (``lnn``'s MLPs
     have a ``layers()`` method) has no sublayers.
     """
+
     def children(layer):
         found = getattr(layer, "layers", ())
         return list(found)[::-1] if isinstance(found, (list, tuple)) else []
@@ -267,9 +275,11 @@ def sublayers(model) -> list:
 
 # ----------------------------------------------------------------------------- summaries
 
+
 def _load_summary_metadata():
     try:
         import tensorboard  # noqa: F401  (the public tf.summary.scalar needs it)
+
         return "public"
     except ImportError:
         pass

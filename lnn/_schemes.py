@@ -27,15 +27,15 @@ and how many right-hand-side evaluations a step makes (for ``nfev``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import tensorflow as tf
 
 from lnn.mechanics import solve_cholesky
 
-__all__ = ["LagrangianMomentum", "MassMomentum", "Momentum", "Scheme", "rk4_step", "scheme",
-           "verlet_step"]
+__all__ = ["LagrangianMomentum", "MassMomentum", "Momentum", "Scheme", "rk4_step", "scheme", "verlet_step"]
 
 _ZERO = tf.UnconnectedGradients.ZERO
 
@@ -67,15 +67,15 @@ def scheme(system, method: str, *, iterations: int) -> Scheme:
     ``iterations`` bounds the implicit stages of ``"verlet"`` (see :func:`verlet_step`).
     """
     if method == "rk4":
-        return Scheme(initial=lambda q0, qd0: (q0, qd0),
-                      step=lambda state, s, h, force: rk4_step(system, state, s, h, force),
-                      evaluations=4)
-    momentum = (LagrangianMomentum(system) if callable(getattr(system, "lagrangian", None))
-                else MassMomentum(system))
+        return Scheme(
+            initial=lambda q0, qd0: (q0, qd0),
+            step=lambda state, s, h, force: rk4_step(system, state, s, h, force),
+            evaluations=4,
+        )
+    momentum = LagrangianMomentum(system) if callable(getattr(system, "lagrangian", None)) else MassMomentum(system)
     return Scheme(
         initial=lambda q0, qd0: (q0, qd0, momentum.momentum(q0, qd0)),
-        step=lambda state, s, h, force: verlet_step(momentum, state, s, h, force,
-                                                    iterations=iterations),
+        step=lambda state, s, h, force: verlet_step(momentum, state, s, h, force, iterations=iterations),
         evaluations=momentum.evaluations(iterations),
     )
 
@@ -288,14 +288,12 @@ def verlet_step(momentum: Momentum, state, s, h, force: Callable, *, iterations:
         q1 = q0 + h / 2 * (v_a + v_b)
         return i + 1, q1, newton(q1, p_half, v_b)
 
-    _, q1, v_b = tf.while_loop(lambda i, *_: i < iterations + 1, stage2,
-                               (tf.constant(0), q0, v_a))
+    _, q1, v_b = tf.while_loop(lambda i, *_: i < iterations + 1, stage2, (tf.constant(0), q0, v_a))
 
     # Stage 3: p1 = p½ + h/2 f(q1, v_b, s + h) (explicit), then qd1 = v(q1, p1) by Newton.
     _, aux1 = momentum.parts(q1, v_b)
     p1 = p_half + h / 2 * rate(q1, v_b, aux1, s + h)
     if linear:
         return q1, newton(q1, p1, v_b), p1
-    _, qd1 = tf.while_loop(lambda i, v: i < iterations,
-                           lambda i, v: (i + 1, newton(q1, p1, v)), (tf.constant(0), v_b))
+    _, qd1 = tf.while_loop(lambda i, v: i < iterations, lambda i, v: (i + 1, newton(q1, p1, v)), (tf.constant(0), v_b))
     return q1, qd1, p1

@@ -42,8 +42,8 @@ What is not shared, and why:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -111,9 +111,13 @@ def samples_fit(shape, *, T, B, n: int) -> bool:
         graph), which any dimension fits.
     n : int
     """
-    return (shape is not None and len(shape) == 3 and shape[2] in (n, None)
-            and (None in (shape[1], T) or shape[1] == T)
-            and (None in (shape[0], B) or shape[0] in (1, B)))
+    return (
+        shape is not None
+        and len(shape) == 3
+        and shape[2] in (n, None)
+        and (None in (shape[1], T) or shape[1] == T)
+        and (None in (shape[0], B) or shape[0] in (1, B))
+    )
 
 
 def samples_message(received, *, T, B, n: int) -> str:
@@ -121,8 +125,10 @@ def samples_message(received, *, T, B, n: int) -> str:
     T_ = "T" if T is None else T
     batch = "1, " if B == 1 else f"1 or {'B' if B is None else B}, "
     axes = "(1, T, n)" if B == 1 else "(1 or B, T, n)"
-    return (f"tau must have shape (T, n) = ({T_}, {n}) or {axes} = ({batch}{T_}, {n}) "
-            f"(samples on t), or be None or a callable tau(t, q, qd); got shape {received}")
+    return (
+        f"tau must have shape (T, n) = ({T_}, {n}) or {axes} = ({batch}{T_}, {n}) "
+        f"(samples on t), or be None or a callable tau(t, q, qd); got shape {received}"
+    )
 
 
 def as_samples_array(tau) -> np.ndarray:
@@ -131,8 +137,7 @@ def as_samples_array(tau) -> np.ndarray:
         array = np.asarray(tau, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise TypeError(
-            f"tau must be None, an array (T, n) or (B, T, n), or a callable "
-            f"tau(t, q, qd); got {type(tau).__name__}"
+            f"tau must be None, an array (T, n) or (B, T, n), or a callable tau(t, q, qd); got {type(tau).__name__}"
         ) from exc
     return array
 
@@ -157,8 +162,7 @@ class NumpyTorque:
     controller: Callable | None = None
 
     @classmethod
-    def build(cls, tau, t: np.ndarray, *, batch: int, n: int,
-              interpolation: str = "linear") -> "NumpyTorque":
+    def build(cls, tau, t: np.ndarray, *, batch: int, n: int, interpolation: str = "linear") -> NumpyTorque:
         """Check ``tau``: None, samples ``(T, n)`` / ``(1 or B, T, n)`` on ``t``, or a callable.
 
         Raises
@@ -177,17 +181,17 @@ class NumpyTorque:
             raise ValueError(samples_message(samples.shape, T=t.shape[0], B=batch, n=n))
         if not np.isfinite(samples).all():
             raise ValueError("tau has non-finite values (NaN or inf)")
-        return cls(t=t, B=batch, n=n, hold=hold,
-                   samples=np.broadcast_to(expanded, (batch,) + expanded.shape[1:]))
+        return cls(t=t, B=batch, n=n, hold=hold, samples=np.broadcast_to(expanded, (batch,) + expanded.shape[1:]))
 
-    def subset(self, rows: np.ndarray) -> "NumpyTorque":
+    def subset(self, rows: np.ndarray) -> NumpyTorque:
         """The force of the trajectories ``rows`` only (a rollout that dropped failed ones).
 
         A controller then receives the states of those rows, ``(len(rows), n)``.
         """
         samples = None if self.samples is None else self.samples[rows]
-        return NumpyTorque(t=self.t, B=int(len(rows)), n=self.n, hold=self.hold,
-                           samples=samples, controller=self.controller)
+        return NumpyTorque(
+            t=self.t, B=int(len(rows)), n=self.n, hold=self.hold, samples=samples, controller=self.controller
+        )
 
     @property
     def is_none(self) -> bool:
@@ -222,8 +226,7 @@ class NumpyTorque:
     def at_samples(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
         """The forces at the samples ``(B, T, n)``, given ``q, qd (B, T, n)``; zeros if unforced."""
         if self.controller is not None:
-            return np.stack([self(float(tk), q[:, k], qd[:, k]) for k, tk in enumerate(self.t)],
-                            axis=1)
+            return np.stack([self(float(tk), q[:, k], qd[:, k]) for k, tk in enumerate(self.t)], axis=1)
         if self.samples is None:
             return np.zeros_like(q)
         return np.array(self.samples)
@@ -290,8 +293,9 @@ def tensor_samples(tau, *, n: int, n_t, batch, dtype, t, q0):
         checks.append(tf.debugging.assert_equal(tf.shape(x)[1], tf.shape(t)[0], message=message))
     if shape[0] != 1 and (shape[0] is None or batch is None):
         rows = tf.shape(x)[0]
-        checks.append(tf.debugging.Assert(
-            tf.logical_or(tf.equal(rows, 1), tf.equal(rows, tf.shape(q0)[0])), [message, rows]))
+        checks.append(
+            tf.debugging.Assert(tf.logical_or(tf.equal(rows, 1), tf.equal(rows, tf.shape(q0)[0])), [message, rows])
+        )
     return x, checks
 
 
@@ -351,5 +355,6 @@ def tensor_at_samples(controller, t, q, qd, tau_t, *, dtype):
     if controller is None:
         return tf.broadcast_to(tau_t, tf.shape(q))
     force = _controller_force(controller, dtype)
-    return tf.map_fn(lambda x: force(x[0], x[1], x[2]), (t, q, qd),
-                     fn_output_signature=tf.TensorSpec([None, q.shape[-1]], dtype))
+    return tf.map_fn(
+        lambda x: force(x[0], x[1], x[2]), (t, q, qd), fn_output_signature=tf.TensorSpec([None, q.shape[-1]], dtype)
+    )

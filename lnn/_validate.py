@@ -15,7 +15,7 @@ received.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -50,8 +50,7 @@ def positive(name: str, value, *, integer: bool = False, allow_none: bool = Fals
     if value is None and allow_none:
         return None
     if integer:
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
-                or value < 1:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{name} must be a positive integer; got {value!r}")
         return int(value)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
@@ -79,13 +78,21 @@ def numeric_array(value, name: str, dtype=np.float64) -> np.ndarray:
     except (TypeError, ValueError):  # ragged or otherwise not an array
         raise TypeError(f"{name} must be a numeric array, got {type(value).__name__}") from None
     if array.dtype.kind not in "fiub":
-        raise TypeError(f"{name} must be a numeric array, got {type(value).__name__} "
-                        f"of dtype {array.dtype}")
+        raise TypeError(f"{name} must be a numeric array, got {type(value).__name__} of dtype {array.dtype}")
     return array.astype(dtype, copy=False)
 
 
-def state(name: str, value, n: int | None, *, dtype=np.float64, batch: int | None = None,
-          finite: bool = True, allow_empty: bool = False, first: str = "the first input"):
+def state(
+    name: str,
+    value,
+    n: int | None,
+    *,
+    dtype=np.float64,
+    batch: int | None = None,
+    finite: bool = True,
+    allow_empty: bool = False,
+    first: str = "the first input",
+):
     """One batch of states as ``(array (B, n), single)``; a single ``(n,)`` state becomes ``(1, n)``.
 
     Parameters
@@ -123,17 +130,27 @@ def state(name: str, value, n: int | None, *, dtype=np.float64, batch: int | Non
     if array.shape[0] == 0 and not allow_empty:
         raise ValueError(f"{name} is an empty batch (shape {np.shape(value)})")
     if batch is not None and array.shape[0] != batch:
-        raise ValueError(f"{name} has batch size {array.shape[0]} but {first} has batch size "
-                         f"{batch}: inputs must have the same batch size (shape {np.shape(value)})")
+        raise ValueError(
+            f"{name} has batch size {array.shape[0]} but {first} has batch size "
+            f"{batch}: inputs must have the same batch size (shape {np.shape(value)})"
+        )
     if finite and not np.isfinite(array).all():
         bad = np.flatnonzero(~np.isfinite(array).all(axis=1))
-        raise ValueError(f"{name} contains NaN or infinite values in {bad.size} of {array.shape[0]} "
-                         f"samples (rows {bad[:10].tolist()}{'...' if bad.size > 10 else ''})")
+        raise ValueError(
+            f"{name} contains NaN or infinite values in {bad.size} of {array.shape[0]} "
+            f"samples (rows {bad[:10].tolist()}{'...' if bad.size > 10 else ''})"
+        )
     return array, single
 
 
-def states(pairs: Sequence[tuple[str, object]], n: int | None, *, dtype=np.float64,
-           finite: bool = True, allow_empty: bool = False):
+def states(
+    pairs: Sequence[tuple[str, object]],
+    n: int | None,
+    *,
+    dtype=np.float64,
+    finite: bool = True,
+    allow_empty: bool = False,
+):
     """Several inputs of one call checked against the first: ``(arrays, single)``.
 
     ``pairs`` is ``[(name, value), ...]``; a value of None (an omitted
@@ -152,11 +169,21 @@ def states(pairs: Sequence[tuple[str, object]], n: int | None, *, dtype=np.float
         if value is None:
             out.append(None)
             continue
-        array, one = state(name, value, first.shape[1], dtype=dtype, batch=first.shape[0],
-                           finite=finite, allow_empty=allow_empty, first=name0)
+        array, one = state(
+            name,
+            value,
+            first.shape[1],
+            dtype=dtype,
+            batch=first.shape[0],
+            finite=finite,
+            allow_empty=allow_empty,
+            first=name0,
+        )
         if one != single:
-            raise ValueError(f"{name} has shape {tuple(np.shape(value))} but {name0} has shape "
-                             f"{tuple(np.shape(value0))}: pass both as (B, n) or both as (n,)")
+            raise ValueError(
+                f"{name} has shape {tuple(np.shape(value))} but {name0} has shape "
+                f"{tuple(np.shape(value0))}: pass both as (B, n) or both as (n,)"
+            )
         out.append(array)
     return out, single
 

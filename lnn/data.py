@@ -19,8 +19,8 @@ move smoothly instead of falling and whirling.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -127,22 +127,17 @@ class Dataset:
         for name in ("qd", "qdd", "tau"):
             arrays[name] = _float_array(getattr(self, name), name)
             if arrays[name].shape != q.shape:
-                raise ValueError(
-                    f"Dataset.{name} must have the shape of q, {q.shape}; got shape "
-                    f"{arrays[name].shape}"
-                )
+                raise ValueError(f"Dataset.{name} must have the shape of q, {q.shape}; got shape {arrays[name].shape}")
         for name, array in arrays.items():
             if not np.isfinite(array).all():
                 raise ValueError(f"Dataset.{name} contains NaN or infinite values")
         trajectory = np.asarray(self.trajectory)
-        if trajectory.shape != (N,) or not (
-                trajectory.size == 0 or np.issubdtype(trajectory.dtype, np.integer)):
+        if trajectory.shape != (N,) or not (trajectory.size == 0 or np.issubdtype(trajectory.dtype, np.integer)):
             raise ValueError(
                 f"Dataset.trajectory must be integer ids of shape (N={N},); got shape "
                 f"{trajectory.shape} and dtype {trajectory.dtype}"
             )
-        energy = (np.full(N, np.nan) if self.energy is None
-                  else _float_array(self.energy, "energy"))
+        energy = np.full(N, np.nan) if self.energy is None else _float_array(self.energy, "energy")
         if energy.shape != (N,):
             raise ValueError(f"Dataset.energy must have shape (N={N},); got shape {energy.shape}")
         n = q.shape[1]
@@ -182,7 +177,7 @@ class Dataset:
         return self.t.shape[0]
 
     # -------------------------------------------------------------- selection
-    def subset(self, trajectory_ids) -> "Dataset":
+    def subset(self, trajectory_ids) -> Dataset:
         """The samples of the given trajectories, in their original order.
 
         Parameters
@@ -200,23 +195,46 @@ class Dataset:
             raise ValueError(f"trajectory_ids {missing.tolist()} are not in this dataset")
         keep = np.isin(self.trajectory, ids)
         return Dataset(
-            t=self.t[keep], q=self.q[keep], qd=self.qd[keep], qdd=self.qdd[keep],
-            tau=self.tau[keep], trajectory=self.trajectory[keep], energy=self.energy[keep],
-            system=self.system, parameters=self.parameters, angular=self.angular, dt=self.dt,
+            t=self.t[keep],
+            q=self.q[keep],
+            qd=self.qd[keep],
+            qdd=self.qdd[keep],
+            tau=self.tau[keep],
+            trajectory=self.trajectory[keep],
+            energy=self.energy[keep],
+            system=self.system,
+            parameters=self.parameters,
+            angular=self.angular,
+            dt=self.dt,
             derivative_span=self.derivative_span,
         )
 
-    def _rows(self, keep: np.ndarray, ids: np.ndarray) -> "Dataset":
+    def _rows(self, keep: np.ndarray, ids: np.ndarray) -> Dataset:
         """The samples where ``keep (N,)`` holds, with new trajectory ids ``ids (N,)``."""
         return Dataset(
-            t=self.t[keep], q=self.q[keep], qd=self.qd[keep], qdd=self.qdd[keep],
-            tau=self.tau[keep], trajectory=ids[keep], energy=self.energy[keep],
-            system=self.system, parameters=self.parameters, angular=self.angular, dt=self.dt,
+            t=self.t[keep],
+            q=self.q[keep],
+            qd=self.qd[keep],
+            qdd=self.qdd[keep],
+            tau=self.tau[keep],
+            trajectory=ids[keep],
+            energy=self.energy[keep],
+            system=self.system,
+            parameters=self.parameters,
+            angular=self.angular,
+            dt=self.dt,
             derivative_span=self.derivative_span,
         )
 
-    def split(self, *, fractions=(0.8, 0.1, 0.1), seed: int = 0, by: str = "trajectory",
-              block: float | None = None, margin: float | None = None) -> "DatasetSplit":
+    def split(
+        self,
+        *,
+        fractions=(0.8, 0.1, 0.1),
+        seed: int = 0,
+        by: str = "trajectory",
+        block: float | None = None,
+        margin: float | None = None,
+    ) -> DatasetSplit:
         """Split into disjoint training, validation and test sets, by trajectory or by time block.
 
         ``by="trajectory"``: trajectories (never single samples) are shuffled
@@ -269,11 +287,13 @@ class Dataset:
             than parts with a positive fraction.
         """
         fractions = np.asarray(fractions, dtype=np.float64)
-        if fractions.shape != (3,) or not np.isfinite(fractions).all() or (fractions < 0).any() \
-                or abs(fractions.sum() - 1.0) > 1e-9:
-            raise ValueError(
-                f"fractions must be 3 non-negative numbers summing to 1; got {fractions.tolist()}"
-            )
+        if (
+            fractions.shape != (3,)
+            or not np.isfinite(fractions).all()
+            or (fractions < 0).any()
+            or abs(fractions.sum() - 1.0) > 1e-9
+        ):
+            raise ValueError(f"fractions must be 3 non-negative numbers summing to 1; got {fractions.tolist()}")
         if by not in ("trajectory", "time", "auto"):
             raise ValueError(f"by must be 'trajectory', 'time' or 'auto'; got {by!r}")
         ids = self.trajectory_ids
@@ -294,11 +314,10 @@ class Dataset:
         counts = _apportion(fractions, K)
         shuffled = np.random.default_rng(seed).permutation(ids)
         bounds = np.concatenate([[0], np.cumsum(counts)])
-        train, validation, test = (self.subset(np.sort(shuffled[a:b]))
-                                   for a, b in zip(bounds[:-1], bounds[1:]))
+        train, validation, test = (self.subset(np.sort(shuffled[a:b])) for a, b in zip(bounds[:-1], bounds[1:]))
         return DatasetSplit(train=train, validation=validation, test=test)
 
-    def _split_time(self, fractions: np.ndarray, *, seed: int, block, margin) -> "DatasetSplit":
+    def _split_time(self, fractions: np.ndarray, *, seed: int, block, margin) -> DatasetSplit:
         """:meth:`split` by time blocks (see there)."""
         if margin is None:
             margin = 0.0 if math.isnan(self.derivative_span) else self.derivative_span
@@ -352,10 +371,18 @@ class Dataset:
                 raise ValueError(
                     f"the time blocks of part {('train', 'validation', 'test')[k]} lie entirely "
                     f"within the margin ({margin:.4g} s) of their neighbours; give a longer block "
-                    f"(got {block:.4g} s)")
+                    f"(got {block:.4g} s)"
+                )
             parts.append(self._rows(selected, run))
-        return DatasetSplit(train=parts[0], validation=parts[1], test=parts[2], by="time",
-                            margin=margin, dropped=int((~keep).sum()), block=block)
+        return DatasetSplit(
+            train=parts[0],
+            validation=parts[1],
+            test=parts[2],
+            by="time",
+            margin=margin,
+            dropped=int((~keep).sum()),
+            block=block,
+        )
 
     # ---------------------------------------------------------- trajectories
     def trajectories(self) -> list[Trajectory]:
@@ -369,12 +396,17 @@ class Dataset:
         """
         result = []
         for i, rows in _groups(self.trajectory):
-            result.append(Trajectory(
-                t=self.t[rows], q=self.q[rows][None], qd=self.qd[rows][None],
-                qdd=self.qdd[rows][None], tau=self.tau[rows][None],
-                energy=self.energy[rows][None],
-                metadata={"system": self.system, "trajectory_id": int(i)},
-            ))
+            result.append(
+                Trajectory(
+                    t=self.t[rows],
+                    q=self.q[rows][None],
+                    qd=self.qd[rows][None],
+                    qdd=self.qdd[rows][None],
+                    tau=self.tau[rows][None],
+                    energy=self.energy[rows][None],
+                    metadata={"system": self.system, "trajectory_id": int(i)},
+                )
+            )
         return result
 
     def as_trajectory(self) -> Trajectory:
@@ -401,14 +433,17 @@ class Dataset:
                     f"{part.metadata['trajectory_id']} have different time grids "
                     f"({t.shape[0]} and {part.t.shape[0]} samples); use trajectories() instead"
                 )
-        stack = {name: np.concatenate([getattr(p, name) for p in parts])
-                 for name in ("q", "qd", "qdd", "tau", "energy")}
-        return Trajectory(t=t, **stack, metadata={
-            "system": self.system, "trajectory_ids": self.trajectory_ids.tolist()})
+        stack = {
+            name: np.concatenate([getattr(p, name) for p in parts]) for name in ("q", "qd", "qdd", "tau", "energy")
+        }
+        return Trajectory(
+            t=t, **stack, metadata={"system": self.system, "trajectory_ids": self.trajectory_ids.tolist()}
+        )
 
     @classmethod
-    def from_trajectory(cls, trajectory: Trajectory, *, system: str = "",
-                        parameters: dict | None = None, angular=()) -> "Dataset":
+    def from_trajectory(
+        cls, trajectory: Trajectory, *, system: str = "", parameters: dict | None = None, angular=()
+    ) -> Dataset:
         """Flatten a batch of trajectories ``(B, T, n)`` into a dataset of ``B T`` samples.
 
         Parameters
@@ -432,18 +467,34 @@ class Dataset:
         B, T, n = trajectory.q.shape
         return cls(
             t=np.tile(trajectory.t, B),
-            q=trajectory.q.reshape(B * T, n), qd=trajectory.qd.reshape(B * T, n),
-            qdd=trajectory.qdd.reshape(B * T, n), tau=trajectory.tau.reshape(B * T, n),
-            trajectory=np.repeat(np.arange(B), T), energy=trajectory.energy.reshape(B * T),
-            system=system, parameters=parameters or {}, angular=angular,
+            q=trajectory.q.reshape(B * T, n),
+            qd=trajectory.qd.reshape(B * T, n),
+            qdd=trajectory.qdd.reshape(B * T, n),
+            tau=trajectory.tau.reshape(B * T, n),
+            trajectory=np.repeat(np.arange(B), T),
+            energy=trajectory.energy.reshape(B * T),
+            system=system,
+            parameters=parameters or {},
+            angular=angular,
             dt=_uniform_step(trajectory.t),
         )
 
     @classmethod
-    def from_positions(cls, t, q, *, trajectory=None, tau=None, method: str = "savgol",
-                       window: int | None = None, order: int | None = None,
-                       smoothing: float | None = None, system: str = "",
-                       parameters: dict | None = None, angular=()) -> "Dataset":
+    def from_positions(
+        cls,
+        t,
+        q,
+        *,
+        trajectory=None,
+        tau=None,
+        method: str = "savgol",
+        window: int | None = None,
+        order: int | None = None,
+        smoothing: float | None = None,
+        system: str = "",
+        parameters: dict | None = None,
+        angular=(),
+    ) -> Dataset:
         """Build a dataset from logged positions, estimating ``qd`` and ``qdd``.
 
         Parameters
@@ -469,9 +520,7 @@ class Dataset:
         t = _float_array(t, "t")
         q = _float_array(q, "q")
         if t.ndim != 1 or q.ndim != 2 or q.shape[0] != t.shape[0]:
-            raise ValueError(
-                f"t must have shape (N,) and q shape (N, n); got shapes {t.shape} and {q.shape}"
-            )
+            raise ValueError(f"t must have shape (N,) and q shape (N, n); got shapes {t.shape} and {q.shape}")
         N = t.shape[0]
         ids = np.zeros(N, dtype=np.int64) if trajectory is None else np.asarray(trajectory)
         if ids.shape != (N,) or not np.issubdtype(ids.dtype, np.integer):
@@ -482,24 +531,53 @@ class Dataset:
         for i, rows in _groups(ids):
             if rows.shape[0] > 1 and not (np.diff(t[rows]) > 0).all():
                 raise ValueError(f"t must be strictly increasing within trajectory {int(i)}")
-            estimate = estimate_derivatives(t[rows], q[rows], method=method, window=window,
-                                            order=order, smoothing=smoothing)
+            estimate = estimate_derivatives(
+                t[rows], q[rows], method=method, window=window, order=order, smoothing=smoothing
+            )
             qd[rows], qdd[rows] = estimate.qd, estimate.qdd
             steps.append(_uniform_step(t[rows]))
         dt = steps[0] if steps and all(s == steps[0] for s in steps) else math.nan
         span = math.nan
         if method == "savgol":
-            used = window if window is not None else min(
-                11, max(int(rows.shape[0]) - 1 + int(rows.shape[0]) % 2 for _, rows in _groups(ids)))
+            used = (
+                window
+                if window is not None
+                else min(11, max(int(rows.shape[0]) - 1 + int(rows.shape[0]) % 2 for _, rows in _groups(ids)))
+            )
             span = used * float(np.nanmax(steps)) if not all(math.isnan(x) for x in steps) else math.nan
-        return cls(t=t, q=q, qd=qd, qdd=qdd, tau=tau, trajectory=ids, system=system,
-                   parameters=parameters or {}, angular=angular, dt=dt, derivative_span=span)
+        return cls(
+            t=t,
+            q=q,
+            qd=qd,
+            qdd=qdd,
+            tau=tau,
+            trajectory=ids,
+            system=system,
+            parameters=parameters or {},
+            angular=angular,
+            dt=dt,
+            derivative_span=span,
+        )
 
     @classmethod
-    def from_csv(cls, paths, *, time, q, qd=None, tau, angular=False, time_scale: float = 1.0,
-                 delimiter: str | None = None, step: float | None = None,
-                 max_gap: float | None = None, window: int | None = None, order: int = 4,
-                 trim: bool = True, velocity: str = "q") -> "Dataset":
+    def from_csv(
+        cls,
+        paths,
+        *,
+        time,
+        q,
+        qd=None,
+        tau,
+        angular=False,
+        time_scale: float = 1.0,
+        delimiter: str | None = None,
+        step: float | None = None,
+        max_gap: float | None = None,
+        window: int | None = None,
+        order: int = 4,
+        trim: bool = True,
+        velocity: str = "q",
+    ) -> Dataset:
         """Read measured CSV logs: drop repeated samples, split at gaps, resample, differentiate.
 
         The dataset of :func:`lnn.logs.import_csv` (which also returns the
@@ -541,9 +619,22 @@ class Dataset:
         """
         from lnn.logs import import_csv
 
-        return import_csv(paths, time=time, q=q, qd=qd, tau=tau, angular=angular,
-                          time_scale=time_scale, delimiter=delimiter, step=step, max_gap=max_gap,
-                          window=window, order=order, trim=trim, velocity=velocity).dataset
+        return import_csv(
+            paths,
+            time=time,
+            q=q,
+            qd=qd,
+            tau=tau,
+            angular=angular,
+            time_scale=time_scale,
+            delimiter=delimiter,
+            step=step,
+            max_gap=max_gap,
+            window=window,
+            order=order,
+            trim=trim,
+            velocity=velocity,
+        ).dataset
 
     # --------------------------------------------------------------------- I/O
     def save(self, path, *, overwrite: bool = False) -> None:
@@ -563,16 +654,22 @@ class Dataset:
         """
         from lnn._io import write_npz
 
-        write_npz(path, {name: getattr(self, name) for name in _ARRAYS}, kind=_KIND,
-                  metadata={"system": self.system, "parameters": self.parameters,
-                            "angular": list(self.angular),
-                            "dt": None if math.isnan(self.dt) else self.dt,
-                            "derivative_span": None if math.isnan(self.derivative_span)
-                            else self.derivative_span},
-                  overwrite=overwrite)
+        write_npz(
+            path,
+            {name: getattr(self, name) for name in _ARRAYS},
+            kind=_KIND,
+            metadata={
+                "system": self.system,
+                "parameters": self.parameters,
+                "angular": list(self.angular),
+                "dt": None if math.isnan(self.dt) else self.dt,
+                "derivative_span": None if math.isnan(self.derivative_span) else self.derivative_span,
+            },
+            overwrite=overwrite,
+        )
 
     @classmethod
-    def load(cls, path) -> "Dataset":
+    def load(cls, path) -> Dataset:
         """Read a dataset written by :meth:`save`.
 
         Parameters
@@ -595,11 +692,14 @@ class Dataset:
 
         arrays, metadata = read_npz(path, kind=_KIND, required=_ARRAYS)
         try:
-            return cls(**{name: arrays[name] for name in _ARRAYS},
-                       system=str(metadata.get("system", "")),
-                       parameters=metadata.get("parameters") or {},
-                       angular=tuple(metadata.get("angular") or ()),
-                       dt=metadata.get("dt"), derivative_span=metadata.get("derivative_span"))
+            return cls(
+                **{name: arrays[name] for name in _ARRAYS},
+                system=str(metadata.get("system", "")),
+                parameters=metadata.get("parameters") or {},
+                angular=tuple(metadata.get("angular") or ()),
+                dt=metadata.get("dt"),
+                derivative_span=metadata.get("derivative_span"),
+            )
         except (ValueError, TypeError) as exc:
             raise ValueError(f"{str(path)!r} holds an invalid dataset: {exc}") from exc
 
@@ -635,14 +735,19 @@ class DatasetSplit:
         """One line saying how the split was made (what :func:`lnn.fit` warns on time blocks)."""
         sizes = [len(p) for p in (self.train, self.validation, self.test)]
         total = sum(sizes) + self.dropped
-        share = ", ".join(f"{name} {size / total:.1%}" for name, size in
-                          zip(("train", "validation", "test"), sizes) if size)
+        share = ", ".join(
+            f"{name} {size / total:.1%}" for name, size in zip(("train", "validation", "test"), sizes) if size
+        )
         if self.by == "trajectory":
-            return (f"split by trajectory: {self.train.n_trajectories}/"
-                    f"{self.validation.n_trajectories}/{self.test.n_trajectories} trajectories "
-                    f"({share} of the samples)")
-        return (f"split by time blocks of {self.block:.4g} s ({share} of the samples), "
-                f"{self.dropped} samples dropped within {self.margin:.4g} s between parts")
+            return (
+                f"split by trajectory: {self.train.n_trajectories}/"
+                f"{self.validation.n_trajectories}/{self.test.n_trajectories} trajectories "
+                f"({share} of the samples)"
+            )
+        return (
+            f"split by time blocks of {self.block:.4g} s ({share} of the samples), "
+            f"{self.dropped} samples dropped within {self.margin:.4g} s between parts"
+        )
 
 
 # ------------------------------------------------------------------- generation
@@ -661,11 +766,23 @@ def _time_grid(duration, dt) -> np.ndarray:
     return np.arange(steps + 1) * float(dt)
 
 
-def generate(system, *, n_trajectories: int, duration: float, dt: float, seed: int,
-             tau=None, amplitude=None, frequencies=DEFAULT_FREQUENCIES,
-             n_components: int = DEFAULT_COMPONENTS, method: str = "DOP853",
-             rtol: float = 1e-8, atol: float = 1e-10, batch_size: int = 256,
-             progress: Callable[..., None] | None = None) -> Dataset:
+def generate(
+    system,
+    *,
+    n_trajectories: int,
+    duration: float,
+    dt: float,
+    seed: int,
+    tau=None,
+    amplitude=None,
+    frequencies=DEFAULT_FREQUENCIES,
+    n_components: int = DEFAULT_COMPONENTS,
+    method: str = "DOP853",
+    rtol: float = 1e-8,
+    atol: float = 1e-10,
+    batch_size: int = 256,
+    progress: Callable[..., None] | None = None,
+) -> Dataset:
     """Roll out random initial states of a system and sample them every ``dt``.
 
     Parameters
@@ -738,10 +855,7 @@ def generate(system, *, n_trajectories: int, duration: float, dt: float, seed: i
     if not hasattr(system, "sample_state"):
         raise TypeError(f"system must have sample_state(n, rng=...); {type(system).__name__} has not")
     if isinstance(tau, str) and tau not in _EXCITATIONS:
-        raise ValueError(
-            f"tau must be None, {', '.join(map(repr, _EXCITATIONS))}, a callable or an array; "
-            f"got {tau!r}"
-        )
+        raise ValueError(f"tau must be None, {', '.join(map(repr, _EXCITATIONS))}, a callable or an array; got {tau!r}")
     gravity_compensated = isinstance(tau, str) and tau == "gravity-sinusoids"
     rng = np.random.default_rng(seed)
     if gravity_compensated:
@@ -753,10 +867,8 @@ def generate(system, *, n_trajectories: int, duration: float, dt: float, seed: i
     n = system.n_dof
     if isinstance(tau, str):
         if amplitude is None:
-            amplitude = (_inertia_amplitude(system, q0) if gravity_compensated
-                         else _default_amplitude(system, q0))
-        tau = Sinusoids.random(B, n, amplitude=amplitude, frequencies=frequencies,
-                               n_components=n_components, rng=rng)
+            amplitude = _inertia_amplitude(system, q0) if gravity_compensated else _default_amplitude(system, q0)
+        tau = Sinusoids.random(B, n, amplitude=amplitude, frequencies=frequencies, n_components=n_components, rng=rng)
     elif tau is not None and not callable(tau):
         tau = np.asarray(tau, dtype=np.float64)
         if tau.shape == (t.shape[0], n):
@@ -777,26 +889,50 @@ def generate(system, *, n_trajectories: int, duration: float, dt: float, seed: i
             chunk_tau = tau
         chunk_progress = None
         if progress is not None:
+
             def chunk_progress(done, total, _start=start, _size=stop - start):
                 progress(_start + _size * (done / total if total else 1.0), B)
-        chunks.append(rollout(system, q0[start:stop], qd0[start:stop], t, tau=chunk_tau,
-                              method=method, rtol=rtol, atol=atol, progress=chunk_progress))
+
+        chunks.append(
+            rollout(
+                system,
+                q0[start:stop],
+                qd0[start:stop],
+                t,
+                tau=chunk_tau,
+                method=method,
+                rtol=rtol,
+                atol=atol,
+                progress=chunk_progress,
+            )
+        )
     merged = Trajectory(
-        t=t, **{name: np.concatenate([getattr(c, name) for c in chunks])
-                for name in ("q", "qd", "qdd", "tau", "energy")},
+        t=t,
+        **{name: np.concatenate([getattr(c, name) for c in chunks]) for name in ("q", "qd", "qdd", "tau", "energy")},
     )
     parameters = system.parameters() if hasattr(system, "parameters") else {}
     return Dataset.from_trajectory(
-        merged, system=getattr(system, "name", type(system).__name__), parameters=parameters,
+        merged,
+        system=getattr(system, "name", type(system).__name__),
+        parameters=parameters,
         angular=tuple(getattr(system, "angular", ())),
     )
 
 
-def excitation_trajectories(system, *, n_trajectories: int, duration: float, dt: float, seed: int,
-                            amplitude=EXCITATION_AMPLITUDE, frequencies=EXCITATION_FREQUENCIES,
-                            n_components: int = EXCITATION_COMPONENTS, margin: float = 0.05,
-                            batch_size: int = 1024,
-                            progress: Callable[..., None] | None = None) -> Dataset:
+def excitation_trajectories(
+    system,
+    *,
+    n_trajectories: int,
+    duration: float,
+    dt: float,
+    seed: int,
+    amplitude=EXCITATION_AMPLITUDE,
+    frequencies=EXCITATION_FREQUENCIES,
+    n_components: int = EXCITATION_COMPONENTS,
+    margin: float = 0.05,
+    batch_size: int = 1024,
+    progress: Callable[..., None] | None = None,
+) -> Dataset:
     """Joint-space excitation trajectories and the torques that produce them (system identification's data).
 
     Instead of applying torques and integrating (:func:`generate`), the motion
@@ -860,15 +996,17 @@ def excitation_trajectories(system, *, n_trajectories: int, duration: float, dt:
     B = _validate.positive("n_trajectories", n_trajectories, integer=True)
     batch_size = _validate.positive("batch_size", batch_size, integer=True)
     t = _time_grid(duration, dt)
-    if not isinstance(margin, (int, float, np.integer, np.floating)) or isinstance(margin, bool) \
-            or not 0.0 <= float(margin) < 0.5:
+    if (
+        not isinstance(margin, (int, float, np.integer, np.floating))
+        or isinstance(margin, bool)
+        or not 0.0 <= float(margin) < 0.5
+    ):
         raise ValueError(f"margin must be a number in [0, 0.5); got {margin!r}")
     if not hasattr(system, "inverse_dynamics"):
         raise TypeError(f"system must have inverse_dynamics(q, qd, qdd); {type(system).__name__} has not")
     n = system.n_dof
     rng = np.random.default_rng(seed)
-    motion = Sinusoids.random(B, n, amplitude=amplitude, frequencies=frequencies,
-                              n_components=n_components, rng=rng)
+    motion = Sinusoids.random(B, n, amplitude=amplitude, frequencies=frequencies, n_components=n_components, rng=rng)
     peak = motion.amplitude.sum(axis=-1)  # (B, n): the largest possible excursion
     lower, upper = (np.full(n, -np.inf), np.full(n, np.inf))
     if hasattr(system, "position_limits"):
@@ -879,8 +1017,9 @@ def excitation_trajectories(system, *, n_trajectories: int, duration: float, dt:
         span = upper - lower
         half_room = (1.0 - 2.0 * float(margin)) * span / 2.0
         shrink = np.where(limited & (peak > half_room), half_room / np.maximum(peak, 1e-300), 1.0)
-        motion = Sinusoids(amplitude=motion.amplitude * shrink[..., None],
-                           frequency=motion.frequency, phase=motion.phase)
+        motion = Sinusoids(
+            amplitude=motion.amplitude * shrink[..., None], frequency=motion.frequency, phase=motion.phase
+        )
         peak = peak * shrink
         low = lower + float(margin) * span + peak
         high = upper - float(margin) * span - peak
@@ -889,8 +1028,10 @@ def excitation_trajectories(system, *, n_trajectories: int, duration: float, dt:
         limited_centre = np.zeros((B, n))
     if not limited.all():
         if not hasattr(system, "sample_state"):
-            raise TypeError(f"system must have sample_state(n, rng=...) or finite position_limits; "
-                            f"{type(system).__name__} has neither")
+            raise TypeError(
+                f"system must have sample_state(n, rng=...) or finite position_limits; "
+                f"{type(system).__name__} has neither"
+            )
         free_centre = np.asarray(system.sample_state(B, rng=rng).q, dtype=np.float64)
     else:
         free_centre = limited_centre
@@ -905,14 +1046,14 @@ def excitation_trajectories(system, *, n_trajectories: int, duration: float, dt:
         flat = [x[start:stop].reshape(-1, n) for x in (q, qd, qdd)]
         tau[start:stop] = np.asarray(system.inverse_dynamics(*flat), dtype=np.float64).reshape(-1, T, n)
         if hasattr(system, "energy"):
-            energy[start:stop] = np.asarray(system.energy(flat[0], flat[1]),
-                                            dtype=np.float64).reshape(-1, T)
+            energy[start:stop] = np.asarray(system.energy(flat[0], flat[1]), dtype=np.float64).reshape(-1, T)
         if progress is not None:
             progress(stop, B)
     parameters = system.parameters() if hasattr(system, "parameters") else {}
     return Dataset.from_trajectory(
         Trajectory(t=t, q=q, qd=qd, qdd=qdd, tau=tau, energy=energy),
-        system=getattr(system, "name", type(system).__name__), parameters=parameters,
+        system=getattr(system, "name", type(system).__name__),
+        parameters=parameters,
         angular=tuple(getattr(system, "angular", ())),
     )
 
@@ -938,7 +1079,7 @@ class GravityCompensation:
         ``B`` trajectories' sinusoids, shape ``(B, n, K)``.
     """
 
-    def __init__(self, system, excitation: "Sinusoids") -> None:
+    def __init__(self, system, excitation: Sinusoids) -> None:
         self.system = system
         self.excitation = excitation
 
@@ -987,9 +1128,16 @@ class Sinusoids:
             )
 
     @classmethod
-    def random(cls, n_trajectories: int, n_dof: int, *, amplitude,
-               frequencies=DEFAULT_FREQUENCIES, n_components: int = DEFAULT_COMPONENTS,
-               rng) -> "Sinusoids":
+    def random(
+        cls,
+        n_trajectories: int,
+        n_dof: int,
+        *,
+        amplitude,
+        frequencies=DEFAULT_FREQUENCIES,
+        n_components: int = DEFAULT_COMPONENTS,
+        rng,
+    ) -> Sinusoids:
         """Draw random sums of sinusoids bounded by ``amplitude``.
 
         Parameters
@@ -1013,8 +1161,11 @@ class Sinusoids:
         B = _validate.positive("n_trajectories", n_trajectories, integer=True)
         n = _validate.positive("n_dof", n_dof, integer=True)
         K = _validate.positive("n_components", n_components, integer=True)
-        amplitude = np.broadcast_to(np.asarray(amplitude, dtype=np.float64), (n,)) \
-            if np.ndim(amplitude) in (0, 1) and np.size(amplitude) in (1, n) else None
+        amplitude = (
+            np.broadcast_to(np.asarray(amplitude, dtype=np.float64), (n,))
+            if np.ndim(amplitude) in (0, 1) and np.size(amplitude) in (1, n)
+            else None
+        )
         if amplitude is None or not np.isfinite(amplitude).all() or (amplitude < 0).any():
             raise ValueError(f"amplitude must be a non-negative number or {n} of them")
         low, high = (float(f) for f in frequencies)
@@ -1023,14 +1174,15 @@ class Sinusoids:
         rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
         weights = rng.uniform(size=(B, n, K))
         weights /= weights.sum(axis=-1, keepdims=True)
-        return cls(amplitude=amplitude[None, :, None] * weights,
-                   frequency=rng.uniform(low, high, size=(B, n, K)),
-                   phase=rng.uniform(0.0, 2 * np.pi, size=(B, n, K)))
+        return cls(
+            amplitude=amplitude[None, :, None] * weights,
+            frequency=rng.uniform(low, high, size=(B, n, K)),
+            phase=rng.uniform(0.0, 2 * np.pi, size=(B, n, K)),
+        )
 
     def __call__(self, t: float, q=None, qd=None) -> np.ndarray:
         """Torques at time ``t`` (s), shape ``(B, n)``; ``q, qd`` are ignored."""
-        return np.einsum("bjk,bjk->bj", self.amplitude,
-                         np.sin(2 * np.pi * self.frequency * t + self.phase))
+        return np.einsum("bjk,bjk->bj", self.amplitude, np.sin(2 * np.pi * self.frequency * t + self.phase))
 
     def sample(self, t, *, derivative: int = 0) -> np.ndarray:
         """Values (or their ``derivative``-th time derivative) on a grid ``t (T,)``, shape ``(B, T, n)``.
@@ -1042,16 +1194,23 @@ class Sinusoids:
         t = np.asarray(t, dtype=np.float64)
         omega = 2 * np.pi * self.frequency
         angle = omega[:, None] * t[None, :, None, None] + self.phase[:, None] + derivative * np.pi / 2
-        return np.einsum("bjk,btjk->btj", self.amplitude * omega ** derivative, np.sin(angle))
+        return np.einsum("bjk,btjk->btj", self.amplitude * omega**derivative, np.sin(angle))
 
-    def __getitem__(self, index) -> "Sinusoids":
+    def __getitem__(self, index) -> Sinusoids:
         """The sinusoids of a subset of trajectories (slice or index array over ``B``)."""
         return Sinusoids(self.amplitude[index], self.frequency[index], self.phase[index])
 
 
-def sum_of_sinusoids(t, n_dof: int, *, n_trajectories: int, amplitude,
-                     frequencies=DEFAULT_FREQUENCIES, n_components: int = DEFAULT_COMPONENTS,
-                     rng) -> np.ndarray:
+def sum_of_sinusoids(
+    t,
+    n_dof: int,
+    *,
+    n_trajectories: int,
+    amplitude,
+    frequencies=DEFAULT_FREQUENCIES,
+    n_components: int = DEFAULT_COMPONENTS,
+    rng,
+) -> np.ndarray:
     """Random excitation torques sampled on a grid (see :class:`Sinusoids`).
 
     Parameters
@@ -1069,8 +1228,9 @@ def sum_of_sinusoids(t, n_dof: int, *, n_trajectories: int, amplitude,
     -------
     ndarray, shape ``(B, T, n)``
     """
-    return Sinusoids.random(n_trajectories, n_dof, amplitude=amplitude, frequencies=frequencies,
-                            n_components=n_components, rng=rng).sample(t)
+    return Sinusoids.random(
+        n_trajectories, n_dof, amplitude=amplitude, frequencies=frequencies, n_components=n_components, rng=rng
+    ).sample(t)
 
 
 # ---------------------------------------------------------------- derivatives
@@ -1089,8 +1249,9 @@ class Derivatives:
     qdd: np.ndarray
 
 
-def estimate_derivatives(t, q, *, method: str = "savgol", window: int | None = None,
-                         order: int | None = None, smoothing: float | None = None) -> Derivatives:
+def estimate_derivatives(
+    t, q, *, method: str = "savgol", window: int | None = None, order: int | None = None, smoothing: float | None = None
+) -> Derivatives:
     """Estimate ``qd`` and ``qdd`` from sampled positions.
 
     Parameters
@@ -1132,10 +1293,7 @@ def estimate_derivatives(t, q, *, method: str = "savgol", window: int | None = N
     t = _float_array(t, "t")
     q = _float_array(q, "q")
     if t.ndim != 1 or q.ndim not in (2, 3) or q.shape[-2] != t.shape[0]:
-        raise ValueError(
-            f"t must have shape (T,) and q shape (T, n) or (B, T, n); got shapes {t.shape} "
-            f"and {q.shape}"
-        )
+        raise ValueError(f"t must have shape (T,) and q shape (T, n) or (B, T, n); got shapes {t.shape} and {q.shape}")
     if not (np.isfinite(t).all() and np.isfinite(q).all()):
         raise ValueError("t and q must be finite (no NaN or inf)")
     T = t.shape[0]
@@ -1151,9 +1309,7 @@ def estimate_derivatives(t, q, *, method: str = "savgol", window: int | None = N
             window = min(11, T if T % 2 else T - 1)
         window = _validate.positive("window", window, integer=True)
         if window % 2 == 0 or window <= order or window > T:
-            raise ValueError(
-                f"window must be odd, > order ({order}) and <= T ({T}) samples; got {window}"
-            )
+            raise ValueError(f"window must be odd, > order ({order}) and <= T ({T}) samples; got {window}")
         step = _uniform_step(t)
         if math.isnan(step):
             raise ValueError("method='savgol' needs uniformly sampled t; use method='spline'")
@@ -1175,8 +1331,7 @@ def estimate_derivatives(t, q, *, method: str = "savgol", window: int | None = N
             qd[:, j] = spline.derivative(1)(t)
             qdd[:, j] = spline.derivative(2)(t)
         shape = np.moveaxis(q, -2, 0).shape
-        return Derivatives(qd=np.moveaxis(qd.reshape(shape), 0, -2),
-                           qdd=np.moveaxis(qdd.reshape(shape), 0, -2))
+        return Derivatives(qd=np.moveaxis(qd.reshape(shape), 0, -2), qdd=np.moveaxis(qdd.reshape(shape), 0, -2))
     raise ValueError(f"method must be 'savgol' or 'spline'; got {method!r}")
 
 
@@ -1208,10 +1363,14 @@ def _uniform_step(t: np.ndarray) -> float:
 
 def _validate_seconds(name: str, value, *, zero: bool = False) -> float:
     """A finite duration in seconds, > 0 (or >= 0 with ``zero``)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(float(value)) or float(value) < 0 or (float(value) == 0 and not zero):
-        raise ValueError(f"{name} must be a finite number of seconds {'>=' if zero else '>'} 0; "
-                         f"got {value!r}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.integer, np.floating))
+        or not math.isfinite(float(value))
+        or float(value) < 0
+        or (float(value) == 0 and not zero)
+    ):
+        raise ValueError(f"{name} must be a finite number of seconds {'>=' if zero else '>'} 0; got {value!r}")
     return float(value)
 
 

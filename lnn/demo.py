@@ -8,10 +8,9 @@ few minutes on a 2-core CPU.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
-
 
 __all__ = ["DemoConfig", "DemoResult", "DEMOS", "run_demo"]
 
@@ -68,9 +67,12 @@ DEMOS: dict[str, DemoConfig] = {
     "double-pendulum": DemoConfig(system="double-pendulum", kind="structured"),
     # The torque loss alone lets a structured M shrink towards 0 (the inverse
     # dynamics stay accurate while the forward dynamics do not): add qdd.
-    "planar-arm": DemoConfig(system="planar-arm", kind="structured",
-                             loss={"torque": 1.0, "acceleration": 1.0},
-                             excitation="gravity-sinusoids"),
+    "planar-arm": DemoConfig(
+        system="planar-arm",
+        kind="structured",
+        loss={"torque": 1.0, "acceleration": 1.0},
+        excitation="gravity-sinusoids",
+    ),
 }
 
 
@@ -118,9 +120,15 @@ _FILES = {
 }
 
 
-def run_demo(system, *, config: DemoConfig, output_dir="lnn-demo", seed: int = 0,
-             overwrite: bool = False,
-             progress: Callable[..., None] | None = None) -> DemoResult:
+def run_demo(
+    system,
+    *,
+    config: DemoConfig,
+    output_dir="lnn-demo",
+    seed: int = 0,
+    overwrite: bool = False,
+    progress: Callable[..., None] | None = None,
+) -> DemoResult:
     """Simulate ``system``, learn it, roll the model out against the truth, evaluate and plot.
 
     Parameters
@@ -174,44 +182,69 @@ def run_demo(system, *, config: DemoConfig, output_dir="lnn-demo", seed: int = 0
     name = getattr(system, "name", type(system).__name__)
 
     report(0, stages, "simulating the true system")
-    dataset = lnn.generate(system, n_trajectories=config.n_trajectories,
-                           duration=config.duration, dt=config.dt, seed=seed,
-                           tau=config.excitation)
+    dataset = lnn.generate(
+        system,
+        n_trajectories=config.n_trajectories,
+        duration=config.duration,
+        dt=config.dt,
+        seed=seed,
+        tau=config.excitation,
+    )
     dataset.save(paths["dataset"])
-    held_out = lnn.generate(system, n_trajectories=config.n_rollouts,
-                            duration=config.rollout_duration, dt=config.rollout_dt,
-                            seed=seed + 10_000, tau=config.excitation)
+    held_out = lnn.generate(
+        system,
+        n_trajectories=config.n_rollouts,
+        duration=config.rollout_duration,
+        dt=config.rollout_dt,
+        seed=seed + 10_000,
+        tau=config.excitation,
+    )
 
     report(1, stages, "training")
-    model = lnn.LagrangianNetwork(system.n_dof, kind=config.kind, hidden=config.hidden,
-                                  angular=system.angular, dtype=config.dtype, seed=seed)
+    model = lnn.LagrangianNetwork(
+        system.n_dof, kind=config.kind, hidden=config.hidden, angular=system.angular, dtype=config.dtype, seed=seed
+    )
 
     def epoch_progress(done, total, message=""):
         report(1 + min(done / max(total, 1), 1.0), stages, f"training {message}")
 
-    history = lnn.fit(model, dataset, loss=config.loss, epochs=config.epochs,
-                      batch_size=config.batch_size, learning_rate=config.learning_rate,
-                      seed=seed, time_limit=config.time_limit, progress=epoch_progress,
-                      csv_log=paths["history_csv"])
+    history = lnn.fit(
+        model,
+        dataset,
+        loss=config.loss,
+        epochs=config.epochs,
+        batch_size=config.batch_size,
+        learning_rate=config.learning_rate,
+        seed=seed,
+        time_limit=config.time_limit,
+        progress=epoch_progress,
+        csv_log=paths["history_csv"],
+    )
     model.save(paths["model"])
 
     report(2, stages, "rolling out the learned and the true system, evaluating")
     metrics = evaluate(model, held_out, true_system=system, n_rollouts=config.n_rollouts)
     metrics.to_csv(paths["metrics_csv"])
     true, learned = metrics.details["reference"], metrics.details["predicted"]
-    pair = RolloutPair(true=true, learned=learned, metadata={
-        "system": name,
-        "parameters": system.parameters() if hasattr(system, "parameters") else {},
-        "angular": [bool(a) for a in system.angular], "model": str(paths["model"]),
-    })
+    pair = RolloutPair(
+        true=true,
+        learned=learned,
+        metadata={
+            "system": name,
+            "parameters": system.parameters() if hasattr(system, "parameters") else {},
+            "angular": [bool(a) for a in system.angular],
+            "model": str(paths["model"]),
+        },
+    )
     pair.save(paths["rollouts"])
 
     report(4, stages, "plotting")
     drawn = plot.paper_figure(true, learned, system=system)
     plot.save(drawn.figure, paths["figure_png"])
     plot.save(drawn.figure, paths["figure_pdf"])
-    animation = plot.animate(system, true[0].until(config.animation_duration),
-                             learned[0].until(config.animation_duration))
+    animation = plot.animate(
+        system, true[0].until(config.animation_duration), learned[0].until(config.animation_duration)
+    )
     plot.save_animation(animation, paths["animation"])
     report(stages, stages, "done")
 

@@ -129,7 +129,7 @@ class FastLagrangian:
     forces: tuple = ()
 
     @classmethod
-    def from_model(cls, model) -> "FastLagrangian":
+    def from_model(cls, model) -> FastLagrangian:
         """Snapshot the current weights of ``model``.
 
         Parameters
@@ -147,16 +147,23 @@ class FastLagrangian:
         """
         for attr in ("feature_map", "mlp_layers", "kind", "n_dof", "numpy_mechanics"):
             if not hasattr(model, attr):
-                raise TypeError(f"model must be an lnn.LagrangianNetwork; "
-                                f"{type(model).__name__} has no {attr!r}")
+                raise TypeError(f"model must be an lnn.LagrangianNetwork; {type(model).__name__} has no {attr!r}")
         _keep_heap_padded()
         dtype = np.dtype(str(model.dtype))
         mech = model.numpy_mechanics()
         damping = model.damping_force.numpy(dtype) if model.damping else None
         forces = tuple(term.numpy(dtype) for term in getattr(model, "forces", ()))
-        return cls(n_dof=int(model.n_dof), angular=tuple(bool(a) for a in model.angular),
-                   kind=model.kind, dtype=dtype, damping=damping, inputs=model.input_map,
-                   mechanics=mech, model=None if mech is not None else model, forces=forces)
+        return cls(
+            n_dof=int(model.n_dof),
+            angular=tuple(bool(a) for a in model.angular),
+            kind=model.kind,
+            dtype=dtype,
+            damping=damping,
+            inputs=model.input_map,
+            mechanics=mech,
+            model=None if mech is not None else model,
+            forces=forces,
+        )
 
     def _force(self, q, qd):
         """The sum of the learned forces ``f(q, qd)`` (B, n), or None without any."""
@@ -168,8 +175,7 @@ class FastLagrangian:
 
     # -- inputs ------------------------------------------------------------------
     def _inputs(self, *pairs):
-        arrays, single = _validate.states(pairs, self.n_dof, dtype=self.dtype, finite=False,
-                                          allow_empty=True)
+        arrays, single = _validate.states(pairs, self.n_dof, dtype=self.dtype, finite=False, allow_empty=True)
         return arrays, single
 
     def _dynamics(self, q, qd):
@@ -298,12 +304,15 @@ class FastLagrangian:
             bad = np.flatnonzero(~np.all(np.isfinite(mass), axis=(1, 2)))
             if health is not None:
                 bad = np.flatnonzero(health.min_eigenvalues <= 0)
-            detail = (f" (smallest eigenvalue {health.min_eigenvalue:.6g})"
-                      if health is not None else " (non-finite entries)")
+            detail = (
+                f" (smallest eigenvalue {health.min_eigenvalue:.6g})" if health is not None else " (non-finite entries)"
+            )
             raise IndefiniteMassMatrixError(
                 f"the learned mass matrix is not positive definite for trajectory(ies) "
                 f"{bad.tolist()} of {mass.shape[0]}{detail}; refusing to pseudo-invert it",
-                health, bad) from None
+                health,
+                bad,
+            ) from None
         return np.linalg.solve(mass, rhs[..., None])[..., 0]
 
 
@@ -339,11 +348,11 @@ def acceleration_jacobian(model, q, qd, tau=None) -> np.ndarray:
     """
     n = int(model.n_dof)
     pairs = (("q", q), ("qd", qd)) + ((("tau", tau),) if tau is not None else ())
-    arrays, single = _validate.states(pairs, n, dtype=np.dtype(str(model.dtype)), finite=False,
-                                      allow_empty=True)
+    arrays, single = _validate.states(pairs, n, dtype=np.dtype(str(model.dtype)), finite=False, allow_empty=True)
     if arrays[0].shape[0] == 0:
         return np.zeros((0, n, 2 * n))
     x = np.concatenate(arrays, axis=1)
-    result = np.asarray(model._compiled_op("acceleration_jacobian" if tau is None
-                                           else "acceleration_jacobian_tau")(x), dtype=np.float64)
+    result = np.asarray(
+        model._compiled_op("acceleration_jacobian" if tau is None else "acceleration_jacobian_tau")(x), dtype=np.float64
+    )
     return result[0] if single else result

@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -107,11 +107,14 @@ class IdentificationReport:
         for s in self.stages:
             mark = "*" if s.name == self.chosen else " "
             per_joint = " ".join(f"{v:.3g}" for v in s.validation_mse)
-            lines.append(f"{mark} {s.name:<10} torque MSE {s.mean_mse:.4g} (joints {per_joint}) "
-                         f"{s.seconds:.1f} s  {s.detail}")
+            lines.append(
+                f"{mark} {s.name:<10} torque MSE {s.mean_mse:.4g} (joints {per_joint}) {s.seconds:.1f} s  {s.detail}"
+            )
         if self.masses is not None:
-            lines.append("body masses (kg), prior -> identified: " + ", ".join(
-                f"{a:.3g} -> {b:.3g}" for a, b in zip(self.prior_masses, self.masses)))
+            lines.append(
+                "body masses (kg), prior -> identified: "
+                + ", ".join(f"{a:.3g} -> {b:.3g}" for a, b in zip(self.prior_masses, self.masses))
+            )
         return "\n".join(lines)
 
 
@@ -181,9 +184,17 @@ class IdentifiedModel:
         self.network.save(path)
 
 
-def identify(dataset, *, prior=None, friction: str | None = "viscous+coulomb",
-             time_limit: float | None = None, seed: int = 0, validation: float = 0.1,
-             residual: bool = True, progress: Callable[[str], None] | None = None) -> IdentifiedModel:
+def identify(
+    dataset,
+    *,
+    prior=None,
+    friction: str | None = "viscous+coulomb",
+    time_limit: float | None = None,
+    seed: int = 0,
+    validation: float = 0.1,
+    residual: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> IdentifiedModel:
     """Learn a robot's dynamics from torque data (module docstring: the recipe).
 
     Parameters
@@ -221,8 +232,10 @@ def identify(dataset, *, prior=None, friction: str | None = "viscous+coulomb",
     if tau is None or not hasattr(dataset, "qdd"):
         raise TypeError(f"identify needs an lnn.Dataset with q, qd, qdd and tau; got {type(dataset).__name__}")
     if not np.any(np.asarray(tau)):
-        raise ValueError("identify needs measured torques: dataset.tau is all zeros (a dataset of free "
-                         "motion fixes a Lagrangian only up to scale; use lnn.fit with an acceleration loss)")
+        raise ValueError(
+            "identify needs measured torques: dataset.tau is all zeros (a dataset of free "
+            "motion fixes a Lagrangian only up to scale; use lnn.fit with an acceleration loss)"
+        )
     friction = "+".join(friction_names(friction)) or None
     budget = DEFAULT_TIME if time_limit is None else float(time_limit)
     start = time.perf_counter()
@@ -235,8 +248,10 @@ def identify(dataset, *, prior=None, friction: str | None = "viscous+coulomb",
 
     chain = RigidBodyChain.from_system(prior)
     if chain.n_dof != dataset.n_dof:
-        raise ValueError(f"the prior has {chain.n_dof} joints ({', '.join(chain.names)}); the dataset has "
-                         f"n = {dataset.n_dof} coordinates")
+        raise ValueError(
+            f"the prior has {chain.n_dof} joints ({', '.join(chain.names)}); the dataset has "
+            f"n = {dataset.n_dof} coordinates"
+        )
     stages, models = [], {}
     fitter = _RigidFit(chain, train, held_out, friction, robot=prior if hasattr(prior, "pinocchio_model") else None)
     t0 = time.perf_counter()
@@ -246,26 +261,35 @@ def identify(dataset, *, prior=None, friction: str | None = "viscous+coulomb",
     note(f"nominal: validation torque MSE {stages[-1].mean_mse:.4g}")
     t0 = time.perf_counter()
     model, detail = fitter.identified()
-    stages.append(Stage("rigid body", _mse(model, held_out), time.perf_counter() - t0,
-                        detail + "; refitted to every sample"))
+    stages.append(
+        Stage("rigid body", _mse(model, held_out), time.perf_counter() - t0, detail + "; refitted to every sample")
+    )
     models["rigid body"] = fitter.refit(dataset)  # judged on the held-out part, then fitted to all
     note(f"rigid body: validation torque MSE {stages[-1].mean_mse:.4g} ({detail})")
     remaining = budget - (time.perf_counter() - start)
     if residual and remaining > 5.0:
         t0 = time.perf_counter()
-        model, detail = _train_residual(model, chain, train, held_out, remaining, seed)
-        stages.append(Stage("residual", _mse(model, held_out), time.perf_counter() - t0, detail))
-        models["residual"] = model
-        note(f"residual: validation torque MSE {stages[-1].mean_mse:.4g} ({detail})")
+        from lnn.train import TrainingDivergedError
+
+        try:
+            network, detail = _train_residual(model, chain, train, held_out, remaining, seed)
+        except TrainingDivergedError as exc:  # the rigid body stands; say why the residual does not
+            note(f"residual: not trained ({exc})")
+        else:
+            stages.append(Stage("residual", _mse(network, held_out), time.perf_counter() - t0, detail))
+            models["residual"] = network
+            note(f"residual: validation torque MSE {stages[-1].mean_mse:.4g} ({detail})")
     best = min(stages, key=lambda s: s.mean_mse)
     chosen = models[best.name]
     masses = chosen.kind_model.chain().inertias[:, 0]
-    report = IdentificationReport(tuple(stages), best.name, split.describe(),
-                                  prior_masses=chain.inertias[:, 0].copy(), masses=masses)
+    report = IdentificationReport(
+        tuple(stages), best.name, split.describe(), prior_masses=chain.inertias[:, 0].copy(), masses=masses
+    )
     return IdentifiedModel(chosen, report, candidates=models)
 
 
 # -- stages ---------------------------------------------------------------------------
+
 
 def _split(dataset, fraction: float, seed: int):
     """Whole recordings held out when there are at least three (a robot's logs differ: sensor bias,
@@ -288,31 +312,54 @@ def _without_prior(dataset, train, held_out, split, friction, budget, seed, note
     import lnn
 
     t0 = time.perf_counter()
-    model = lnn.LagrangianNetwork(dataset.n_dof, kind="structured", hidden=HIDDEN, angular=dataset.angular,
-                                  friction=friction, seed=seed)
+    model = lnn.LagrangianNetwork(
+        dataset.n_dof, kind="structured", hidden=HIDDEN, angular=dataset.angular, friction=friction, seed=seed
+    )
     history = lnn.fit(model, train, validation=held_out, time_limit=budget, seed=seed)
-    stage = Stage("network", _mse(model, held_out), time.perf_counter() - t0,
-                  f"structured {HIDDEN}, {len(history.epoch)} epochs (best {history.best_epoch})")
+    stage = Stage(
+        "network",
+        _mse(model, held_out),
+        time.perf_counter() - t0,
+        f"structured {HIDDEN}, {len(history.epoch)} epochs (best {history.best_epoch})",
+    )
     note(f"network: validation torque MSE {stage.mean_mse:.4g}")
-    return IdentifiedModel(model, IdentificationReport((stage,), stage.name, split.describe()),
-                           candidates={stage.name: model})
+    return IdentifiedModel(
+        model, IdentificationReport((stage,), stage.name, split.describe()), candidates={stage.name: model}
+    )
 
 
 def _train_residual(model, chain, train, held_out, seconds, seed):
     """Stage 3: the identified rigid body plus a residual Lagrangian, trained on the torques."""
     import lnn
 
-    network = lnn.LagrangianNetwork(chain.n_dof, kind="rigid-body", prior=chain, residual=True, hidden=HIDDEN,
-                                    angular=chain.angular, friction=model.friction_terms,
-                                    friction_velocity=model.friction_velocity, dtype="float64", seed=seed)
+    network = lnn.LagrangianNetwork(
+        chain.n_dof,
+        kind="rigid-body",
+        prior=chain,
+        residual=True,
+        hidden=HIDDEN,
+        angular=chain.angular,
+        friction=model.friction_terms,
+        friction_velocity=model.friction_velocity,
+        dtype="float64",
+        seed=seed,
+    )
     network.adapt(train.q, train.qd, train.qdd)
     trained = {v.path.split("/")[-1]: v for v in model.weights}
     for var in network.weights:
         key = var.path.split("/")[-1]
         if key in trained and trained[key].shape == var.shape and not key.startswith(("q_", "qd_", "qdd_")):
             var.assign(np.asarray(trained[key]))
-    history = lnn.fit(network, train, loss="torque", validation=held_out, time_limit=seconds, seed=seed,
-                      learning_rate=1e-3, adapt=False)
+    history = lnn.fit(
+        network,
+        train,
+        loss="torque",
+        validation=held_out,
+        time_limit=seconds,
+        seed=seed,
+        learning_rate=1e-3,
+        adapt=False,
+    )
     return network, f"{len(history.epoch)} epochs (best {history.best_epoch}), residual {HIDDEN}"
 
 
@@ -333,8 +380,9 @@ class _RigidFit:
         self.chain, self.friction, self.train, self.held_out = chain, friction, train, held_out
         self.chosen, self.robot = None, robot
         self.terms = tuple(friction.split("+")) if friction else ()
-        self._probe = lnn.LagrangianNetwork(chain.n_dof, kind="rigid-body", prior=chain,
-                                            angular=chain.angular, dtype="float64", xla=False)
+        self._probe = lnn.LagrangianNetwork(
+            chain.n_dof, kind="rigid-body", prior=chain, angular=chain.angular, dtype="float64", xla=False
+        )
         self.x0 = self._coordinates(chain.inertias)
         self.y_train = self._regressor(train)
         self.y_val = self._regressor(held_out)
@@ -382,6 +430,7 @@ class _RigidFit:
                 col[:, j] = values[:, j]
                 blocks.append(col.reshape(-1))
                 signs.append(sign)
+
         per_joint(np.asarray(data.qdd, np.float64), "+")
         qd = np.asarray(data.qd, np.float64)
         if "viscous" in self.terms:
@@ -425,14 +474,23 @@ class _RigidFit:
             b = tau - A @ prior  # solve for the deviation from the prior, in scaled columns
             As = A / scale
             if len(ids) >= 3:  # per-recording normal equations: each fold is a sum of the others
-                parts = [(As[rows == k].T @ As[rows == k], As[rows == k].T @ b[rows == k],
-                          b[rows == k] @ b[rows == k], int(np.sum(rows == k))) for k in ids]
+                parts = [
+                    (
+                        As[rows == k].T @ As[rows == k],
+                        As[rows == k].T @ b[rows == k],
+                        b[rows == k] @ b[rows == k],
+                        int(np.sum(rows == k)),
+                    )
+                    for k in ids
+                ]
             else:
                 extra_val, _ = self._extra(self.held_out, v0)
                 Av = np.concatenate([self.y_val, extra_val], axis=1) / scale
                 bv = np.asarray(self.held_out.tau, np.float64).reshape(-1) - Av * scale @ prior
-                parts = [(As.T @ As + Av.T @ Av, As.T @ b + Av.T @ bv, None, 0), (Av.T @ Av, Av.T @ bv, bv @ bv,
-                                                                                   len(bv))]
+                parts = [
+                    (As.T @ As + Av.T @ Av, As.T @ b + Av.T @ bv, None, 0),
+                    (Av.T @ Av, Av.T @ bv, bv @ bv, len(bv)),
+                ]
             gram_all = sum(p[0] for p in parts)
             rhs_all = sum(p[1] for p in parts)
             folds = [p for p in parts if p[2] is not None]
@@ -463,8 +521,15 @@ class _RigidFit:
         from lnn.inertia import pseudo_inertia
 
         terms = [t for t in self.terms if t in ("viscous", "coulomb")]
-        fit = least_squares(data, self.robot, friction="+".join(terms) or None, friction_velocity=velocity,
-                            offset="offset" in self.terms, armature=True, physical=True)
+        fit = least_squares(
+            data,
+            self.robot,
+            friction="+".join(terms) or None,
+            friction_velocity=velocity,
+            offset="offset" in self.terms,
+            armature=True,
+            physical=True,
+        )
         x = np.concatenate([[Jk[a, b] for a, b in _UPPER] for Jk in pseudo_inertia(fit.link_parameters)])
         parts = [np.asarray(fit.armature, np.float64)]
         for name in ("viscous", "coulomb", "offset"):
@@ -492,12 +557,12 @@ class _RigidFit:
         from lnn.models.chain import from_log_cholesky, log_cholesky, standard_parameters
 
         n = self.chain.n_dof
-        J = self._pseudo(z[:10 * n])
+        J = self._pseudo(z[: 10 * n])
         for i in range(n):  # nearest positive-definite pseudo-inertia (eigenvalues clipped)
             w, V = np.linalg.eigh(J[i])
             J[i] = (V * np.maximum(w, PHYSICAL_FLOOR * max(np.trace(J[i]), 1e-12))) @ V.T
         theta0 = log_cholesky(standard_parameters(J))
-        extra0 = np.maximum(z[10 * n:], [0.0 if s == "+" else -np.inf for s in signs])
+        extra0 = np.maximum(z[10 * n :], [0.0 if s == "+" else -np.inf for s in signs])
         positive = np.array([s == "+" for s in signs])
         tau = np.asarray(self.train.tau, np.float64).reshape(-1)
         extra_cols, _ = self._extra(self.train, velocity)
@@ -509,9 +574,9 @@ class _RigidFit:
         rows = math.sqrt(len(tau))
 
         def unpack(p):
-            theta = p[:10 * n].reshape(n, 10)
+            theta = p[: 10 * n].reshape(n, 10)
             x = np.concatenate([[Jk[a, b] for a, b in _UPPER] for Jk in from_log_cholesky(theta)])
-            e = p[10 * n:].copy()
+            e = p[10 * n :].copy()
             e[positive] = np.square(e[positive])
             return x, e
 
@@ -519,8 +584,7 @@ class _RigidFit:
             x, e = unpack(p)
             zz = np.concatenate([x, e])
             prior = np.concatenate([self.x0, np.zeros(len(e))])
-            return np.concatenate([(R @ zz - target) / rows,
-                                   math.sqrt(weight) * scale * (zz - prior) / rows])
+            return np.concatenate([(R @ zz - target) / rows, math.sqrt(weight) * scale * (zz - prior) / rows])
 
         start = np.concatenate([theta0.reshape(-1), np.where(positive, np.sqrt(extra0), extra0)])
         fit = least_squares(residual, start, method="lm", x_scale="jac", max_nfev=2000 * len(start))
@@ -532,12 +596,19 @@ class _RigidFit:
         from lnn.models.chain import standard_parameters
 
         n = self.chain.n_dof
-        model = lnn.LagrangianNetwork(n, kind="rigid-body", prior=self.chain, angular=self.chain.angular,
-                                      friction=self.friction, friction_velocity=velocity, dtype="float64")
+        model = lnn.LagrangianNetwork(
+            n,
+            kind="rigid-body",
+            prior=self.chain,
+            angular=self.chain.angular,
+            friction=self.friction,
+            friction_velocity=velocity,
+            dtype="float64",
+        )
         model.kind_model.assign(standard_parameters(self._pseudo(x)), extra[:n])
         k = n
         for term in model.forces:
             if hasattr(term, "assign"):
-                term.assign(extra[k:k + n])
+                term.assign(extra[k : k + n])
                 k += n
         return model

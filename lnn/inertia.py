@@ -28,8 +28,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PhysicalConsistency", "log_cholesky_to_parameters", "parameters_of_pseudo_inertia",
-           "parameters_to_log_cholesky", "pseudo_inertia", "physical_consistency"]
+__all__ = [
+    "PhysicalConsistency",
+    "log_cholesky_to_parameters",
+    "parameters_of_pseudo_inertia",
+    "parameters_to_log_cholesky",
+    "pseudo_inertia",
+    "physical_consistency",
+]
 
 #: Positions of ``theta[4:]`` = (I_xx, I_xy, I_yy, I_xz, I_yz, I_zz) in the 3x3 inertia.
 _INERTIA_INDEX = ((0, 0), (0, 1), (1, 1), (0, 2), (1, 2), (2, 2))
@@ -228,5 +234,10 @@ def physical_consistency(theta) -> PhysicalConsistency:
     triangle = moments[:, 0] + moments[:, 1] - moments[:, 2]
     scale = np.maximum(np.abs(pseudo_inertia(theta)).max(axis=(-2, -1)), np.finfo(float).tiny)
     consistent = (mass > 0) & (eig > 1e-12 * scale)
-    return PhysicalConsistency(mass=mass, pseudo_inertia_eigenvalue=eig, principal_moments=moments,
-                               triangle_margin=triangle, consistent=consistent)
+    return PhysicalConsistency(
+        mass=mass,
+        pseudo_inertia_eigenvalue=eig,
+        principal_moments=moments,
+        triangle_margin=triangle,
+        consistent=consistent,
+    )

@@ -34,8 +34,9 @@ a lazy entry point to the in-graph TensorFlow integrators of
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import scipy.integrate
@@ -47,9 +48,20 @@ from lnn._torque import NumpyTorque, check_interpolation
 from lnn.solvers import NAMES as COMPILED_METHODS
 from lnn.trajectory import Failure, Trajectory
 
-__all__ = ["METHODS", "COMPILED_METHODS", "IMPLICIT_METHODS", "ON_FAILURE", "ERROR_CONTROL",
-           "Failure", "IntegrationError", "MaskedEvaluation", "evaluate_masked", "rollout",
-           "odeint", "default_tolerances"]
+__all__ = [
+    "METHODS",
+    "COMPILED_METHODS",
+    "IMPLICIT_METHODS",
+    "ON_FAILURE",
+    "ERROR_CONTROL",
+    "Failure",
+    "IntegrationError",
+    "MaskedEvaluation",
+    "evaluate_masked",
+    "rollout",
+    "odeint",
+    "default_tolerances",
+]
 
 #: Every method of :func:`scipy.integrate.solve_ivp`, accepted by :func:`rollout`.
 METHODS = ("RK23", "RK45", "DOP853", "Radau", "BDF", "LSODA")
@@ -59,9 +71,14 @@ IMPLICIT_METHODS = ("Radau", "BDF", "LSODA")
 ON_FAILURE = ("raise", "mask")
 #: Whose local error the step-size control of :func:`rollout`'s scipy methods bounds.
 ERROR_CONTROL = ("trajectory", "batch")
-_SCIPY_SOLVERS = {"RK23": scipy.integrate.RK23, "RK45": scipy.integrate.RK45,
-                  "DOP853": scipy.integrate.DOP853, "Radau": scipy.integrate.Radau,
-                  "BDF": scipy.integrate.BDF, "LSODA": scipy.integrate.LSODA}
+_SCIPY_SOLVERS = {
+    "RK23": scipy.integrate.RK23,
+    "RK45": scipy.integrate.RK45,
+    "DOP853": scipy.integrate.DOP853,
+    "Radau": scipy.integrate.Radau,
+    "BDF": scipy.integrate.BDF,
+    "LSODA": scipy.integrate.LSODA,
+}
 #: Progress is reported at most this often, as a fraction of the time span.
 _PROGRESS_STEP = 0.01
 
@@ -82,8 +99,15 @@ class IntegrationError(RuntimeError):
         got that far.
     """
 
-    def __init__(self, message: str, *, time: float, trajectories: tuple[int, ...] = (),
-                 failures: tuple = (), trajectory: Trajectory | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        time: float,
+        trajectories: tuple[int, ...] = (),
+        failures: tuple = (),
+        trajectory: Trajectory | None = None,
+    ) -> None:
         super().__init__(message)
         self.time = float(time)
         self.trajectories = tuple(int(i) for i in trajectories)
@@ -91,21 +115,37 @@ class IntegrationError(RuntimeError):
         self.trajectory = trajectory
 
     @classmethod
-    def of(cls, failures, *, batch: int, method: str, trajectory=None) -> "IntegrationError":
+    def of(cls, failures, *, batch: int, method: str, trajectory=None) -> IntegrationError:
         """The error naming every one of ``failures`` (:class:`Failure`) of a batch of ``batch``."""
         failures = tuple(sorted(failures, key=lambda f: f.index))
         lines = "; ".join(f"trajectory {f.index} at t = {f.time:.6g} s: {f.reason}" for f in failures)
         indices = [f.index for f in failures]
-        return cls(f"{len(failures)} of {batch} trajectory(ies) {indices} failed ({method}): {lines}",
-                   time=min(f.time for f in failures), trajectories=tuple(indices),
-                   failures=failures, trajectory=trajectory)
+        return cls(
+            f"{len(failures)} of {batch} trajectory(ies) {indices} failed ({method}): {lines}",
+            time=min(f.time for f in failures),
+            trajectories=tuple(indices),
+            failures=failures,
+            trajectory=trajectory,
+        )
 
 
-def rollout(system, q0, qd0, t, *, tau=None, tau_interpolation: str = "linear",
-            method: str = "DOP853", rtol=None, atol=None,
-            max_step: float = np.inf, on_failure: str = "raise",
-            error_control: str | None = None, max_steps: int = 100_000,
-            progress: Callable[..., None] | None = None) -> Trajectory:
+def rollout(
+    system,
+    q0,
+    qd0,
+    t,
+    *,
+    tau=None,
+    tau_interpolation: str = "linear",
+    method: str = "DOP853",
+    rtol=None,
+    atol=None,
+    max_step: float = np.inf,
+    on_failure: str = "raise",
+    error_control: str | None = None,
+    max_steps: int = 100_000,
+    progress: Callable[..., None] | None = None,
+) -> Trajectory:
     """Integrate a batch of initial states of a mechanical system with ``solve_ivp``.
 
     Parameters
@@ -223,9 +263,20 @@ def rollout(system, q0, qd0, t, *, tau=None, tau_interpolation: str = "linear",
         and reason, ``trajectory`` holds the masked result, and the first
         exception raised by the system is the ``__cause__``.
     """
-    problem = _problem(system, q0, qd0, t, tau=tau, tau_interpolation=tau_interpolation,
-                       method=method, rtol=rtol, atol=atol, max_step=max_step,
-                       on_failure=on_failure, error_control=error_control)
+    problem = _problem(
+        system,
+        q0,
+        qd0,
+        t,
+        tau=tau,
+        tau_interpolation=tau_interpolation,
+        method=method,
+        rtol=rtol,
+        atol=atol,
+        max_step=max_step,
+        on_failure=on_failure,
+        error_control=error_control,
+    )
     if method in COMPILED_METHODS:
         from lnn.solvers import compiled_rollout
 
@@ -242,8 +293,7 @@ def rollout(system, q0, qd0, t, *, tau=None, tau_interpolation: str = "linear",
 def _finish(result: Trajectory, problem, cause) -> Trajectory:
     """``result``, or the :class:`IntegrationError` of its failures under ``on_failure="raise"``."""
     if result.failures and problem.on_failure == "raise":
-        error = IntegrationError.of(result.failures, batch=problem.B, method=problem.method,
-                                    trajectory=result)
+        error = IntegrationError.of(result.failures, batch=problem.B, method=problem.method, trajectory=result)
         raise error from cause
     return result
 
@@ -352,12 +402,15 @@ class _Problem:
     energy: Callable | None
 
 
-def _problem(system, q0, qd0, t, *, tau, tau_interpolation, method, rtol, atol,
-             max_step, on_failure="raise", error_control=None) -> _Problem:
+def _problem(
+    system, q0, qd0, t, *, tau, tau_interpolation, method, rtol, atol, max_step, on_failure="raise", error_control=None
+) -> _Problem:
     """Check the inputs of :func:`rollout` (raising its ``ValueError`` / ``TypeError``)."""
     if not isinstance(method, str) or method not in METHODS + COMPILED_METHODS:
-        raise ValueError(f"method must be one of {', '.join(COMPILED_METHODS)} (compiled, "
-                         f"lnn.solvers) or {', '.join(METHODS)}; got {method!r}")
+        raise ValueError(
+            f"method must be one of {', '.join(COMPILED_METHODS)} (compiled, "
+            f"lnn.solvers) or {', '.join(METHODS)}; got {method!r}"
+        )
     if on_failure not in ON_FAILURE:
         raise ValueError(f"on_failure must be one of {ON_FAILURE}; got {on_failure!r}")
     if error_control is None:
@@ -376,21 +429,31 @@ def _problem(system, q0, qd0, t, *, tau, tau_interpolation, method, rtol, atol,
     rtol = _tolerance("rtol", default_rtol if rtol is None else rtol, B)
     atol = _tolerance("atol", default_atol if atol is None else atol, B)
     if method in METHODS and np.ptp(rtol) > 0:
-        raise ValueError(f"a per-trajectory rtol needs a compiled method "
-                         f"({', '.join(COMPILED_METHODS)}); {method} takes one rtol (per-trajectory "
-                         f"atol is accepted); got rtol of {rtol.min():g} to {rtol.max():g}")
+        raise ValueError(
+            f"a per-trajectory rtol needs a compiled method "
+            f"({', '.join(COMPILED_METHODS)}); {method} takes one rtol (per-trajectory "
+            f"atol is accepted); got rtol of {rtol.min():g} to {rtol.max():g}"
+        )
     max_step = np.inf if max_step == np.inf else _validate.positive("max_step", max_step)
     torque = NumpyTorque.build(tau, t, batch=B, n=n, interpolation=tau_interpolation)
     take_snapshot = getattr(system, "numpy_snapshot", None)
     # Once per rollout; the compiled methods evaluate the system in TensorFlow instead.
-    snapshot = (take_snapshot() if take_snapshot is not None and method in METHODS else None)
+    snapshot = take_snapshot() if take_snapshot is not None and method in METHODS else None
     return _Problem(
-        system=system, n=n, B=B, t=t, y0=np.concatenate([q0, qd0], axis=1).ravel(),
-        method=method, rtol=rtol, atol=atol, max_step=float(max_step),
-        on_failure=on_failure, error_control=error_control,
-        tau_interpolation=tau_interpolation, torque=torque,
-        acceleration=(_acceleration_function(system, snapshot) if method in METHODS
-                      else _plain_acceleration(system)),
+        system=system,
+        n=n,
+        B=B,
+        t=t,
+        y0=np.concatenate([q0, qd0], axis=1).ravel(),
+        method=method,
+        rtol=rtol,
+        atol=atol,
+        max_step=float(max_step),
+        on_failure=on_failure,
+        error_control=error_control,
+        tau_interpolation=tau_interpolation,
+        torque=torque,
+        acceleration=(_acceleration_function(system, snapshot) if method in METHODS else _plain_acceleration(system)),
         energy=snapshot.energy if snapshot is not None else getattr(system, "energy", None),
     )
 
@@ -402,11 +465,13 @@ def _tolerance(name: str, value, B: int) -> np.ndarray:
     try:
         array = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a positive number or an array of shape (B,) = ({B},); "
-                        f"got {type(value).__name__}") from None
+        raise TypeError(
+            f"{name} must be a positive number or an array of shape (B,) = ({B},); got {type(value).__name__}"
+        ) from None
     if array.shape != (B,):
-        raise ValueError(f"{name} must be a positive number or an array of shape (B,) = ({B},); "
-                         f"got shape {array.shape}")
+        raise ValueError(
+            f"{name} must be a positive number or an array of shape (B,) = ({B},); got shape {array.shape}"
+        )
     if not (np.all(np.isfinite(array)) and np.all(array > 0)):
         raise ValueError(f"{name} must be positive and finite; got {array.tolist()}")
     return array
@@ -428,6 +493,7 @@ def _check_system(system) -> int:
 
 def _plain_acceleration(system):
     """``f(q, qd, tau) -> (B, n)`` float64 through ``system.acceleration`` (no snapshot)."""
+
     def acceleration(q, qd, tau):
         value = system.acceleration(q, qd) if tau is None else system.acceleration(q, qd, tau)
         return np.asarray(value, dtype=np.float64)
@@ -440,17 +506,14 @@ def _acceleration_function(system, snapshot):
 
     ``snapshot`` is ``system.numpy_snapshot()``, or None for a system without one.
     """
-    fast = (snapshot.acceleration if snapshot is not None
-            else getattr(system, "numpy_acceleration", None))
+    fast = snapshot.acceleration if snapshot is not None else getattr(system, "numpy_acceleration", None)
     slow = system.acceleration
 
     def acceleration(q, qd, tau):
-        result = np.asarray(fast(q, qd, tau) if fast is not None else slow(q, qd, tau),
-                            dtype=np.float64)
+        result = np.asarray(fast(q, qd, tau) if fast is not None else slow(q, qd, tau), dtype=np.float64)
         if result.shape != q.shape:
             raise ValueError(
-                f"{type(system).__name__}.acceleration must return the shape of q, {q.shape}; "
-                f"got shape {result.shape}"
+                f"{type(system).__name__}.acceleration must return the shape of q, {q.shape}; got shape {result.shape}"
             )
         return result
 
@@ -495,8 +558,10 @@ class _Failed(Exception):
 
 
 def _non_finite_reason(time: float, method: str) -> str:
-    return (f"the state became non-finite at t = {time:.6g} s ({method}); the system diverged "
-            "or its acceleration is undefined there")
+    return (
+        f"the state became non-finite at t = {time:.6g} s ({method}); the system diverged "
+        "or its acceleration is undefined there"
+    )
 
 
 def _vector_field(problem: _Problem, clock: _Clock, active: np.ndarray) -> Callable:
@@ -522,8 +587,7 @@ def _vector_field(problem: _Problem, clock: _Clock, active: np.ndarray) -> Calla
             if bad.size:  # a non-finite state is the better explanation
                 raise _Failed(bad, [_non_finite_reason(time, method)] * bad.size, time) from None
             rows = _failing_rows(exc, acceleration, q, qd, tau_now)
-            reason = (f"the system's acceleration failed at t = {time:.6g} s ({method}): "
-                      f"{_short(exc)}")
+            reason = f"the system's acceleration failed at t = {time:.6g} s ({method}): {_short(exc)}"
             raise _Failed(rows, [reason] * rows.size, time, exc) from None
         dy = np.concatenate((qd, qdd), axis=1)
         # One dot product is the cheap test for NaN/inf (in qd or qdd); rows are inspected
@@ -564,7 +628,7 @@ def _failing_rows(exc: BaseException, fn: Callable, q, qd, tau) -> np.ndarray:
     bad = []
     for i in range(q.shape[0]):
         try:
-            value = fn(q[i:i + 1], qd[i:i + 1], None if tau is None else tau[i:i + 1])
+            value = fn(q[i : i + 1], qd[i : i + 1], None if tau is None else tau[i : i + 1])
             if not np.all(np.isfinite(value)):
                 bad.append(i)
         except (ArithmeticError, ValueError):
@@ -635,8 +699,9 @@ def evaluate_masked(fn: Callable, q, qd, tau=None) -> MaskedEvaluation:
             reasons.update({int(i): _short(exc) for i in bad})
             continue
         if out.shape != (rows.size,) + q.shape[1:]:
-            raise ValueError(f"the evaluated function must return shape {(rows.size,) + q.shape[1:]}; "
-                             f"got shape {out.shape}")
+            raise ValueError(
+                f"the evaluated function must return shape {(rows.size,) + q.shape[1:]}; got shape {out.shape}"
+            )
         values[rows] = out
         bad = rows[~np.isfinite(out).all(axis=1)]
         values[bad] = np.nan
@@ -708,8 +773,7 @@ def _solve(problem: _Problem, clock: _Clock) -> _Solution:
                 k_new = int(np.searchsorted(t, solver.t, side="right"))
                 if k_new > k_next:
                     values = solver.dense_output()(t[k_next:k_new])  # (2 n b, k)
-                    Y[active, k_next:k_new] = values.T.reshape(k_new - k_next, active.size,
-                                                               2 * n).transpose(1, 0, 2)
+                    Y[active, k_next:k_new] = values.T.reshape(k_new - k_next, active.size, 2 * n).transpose(1, 0, 2)
                     k_next = k_new
             except _Failed as failed:
                 cause = cause or failed.cause
@@ -729,13 +793,18 @@ def _solve(problem: _Problem, clock: _Clock) -> _Solution:
             _count(counters, solver)
             t_now, state = solver.t, solver.y.reshape(active.size, 2 * n)
             norms = getattr(solver, "trajectory_norms", None)
-            rows = (np.array([int(np.argmax(norms))]) if norms is not None and active.size > 1
-                    else np.arange(active.size))
-            fail(rows, [f"solve_ivp ({method}) failed at t = {t_now:.6g} s of "
-                        f"[{float(t[0]):.6g}, {t_end:.6g}] s: {message}"], t_now)
+            rows = (
+                np.array([int(np.argmax(norms))]) if norms is not None and active.size > 1 else np.arange(active.size)
+            )
+            fail(
+                rows,
+                [f"solve_ivp ({method}) failed at t = {t_now:.6g} s of [{float(t[0]):.6g}, {t_end:.6g}] s: {message}"],
+                t_now,
+            )
     nfev = counters.pop("nfev")
-    return _Solution(Y=Y, nfev=nfev, counters=counters,
-                     failures=tuple(sorted(failures, key=lambda f: f.index)), cause=cause)
+    return _Solution(
+        Y=Y, nfev=nfev, counters=counters, failures=tuple(sorted(failures, key=lambda f: f.index)), cause=cause
+    )
 
 
 def _count(counters: dict, solver) -> None:
@@ -743,16 +812,15 @@ def _count(counters: dict, solver) -> None:
         counters[name] += int(getattr(solver, name, 0) or 0)
 
 
-def _make_solver(problem: _Problem, clock: _Clock, active: np.ndarray, t0: float,
-                 state: np.ndarray):
+def _make_solver(problem: _Problem, clock: _Clock, active: np.ndarray, t0: float, state: np.ndarray):
     """scipy's solver of ``problem.method`` for the trajectories ``active`` from ``(t0, state)``."""
     b, n, method = active.shape[0], problem.n, problem.method
     rtol = float(problem.rtol[0])
     atol = np.repeat(problem.atol[active], 2 * n)
     atol = float(atol[0]) if np.ptp(atol) == 0 else atol
-    options = _jacobian_options(problem.system, method, b, n,
-                                problem.torque if problem.torque.is_none
-                                else problem.torque.subset(active))
+    options = _jacobian_options(
+        problem.system, method, b, n, problem.torque if problem.torque.is_none else problem.torque.subset(active)
+    )
     cls = _SCIPY_SOLVERS[method]
     if method in ("RK23", "RK45", "DOP853"):
         cls = _per_trajectory_solver(cls)
@@ -760,8 +828,16 @@ def _make_solver(problem: _Problem, clock: _Clock, active: np.ndarray, t0: float
     elif problem.error_control == "trajectory" and b > 1:
         # scipy's RMS norm over b trajectories bounds each one's norm by sqrt(b) times it.
         rtol, atol = rtol / math.sqrt(b), atol / math.sqrt(b)
-    return cls(_vector_field(problem, clock, active), t0, state.ravel(), float(problem.t[-1]),
-               rtol=rtol, atol=atol, max_step=problem.max_step, **options)
+    return cls(
+        _vector_field(problem, clock, active),
+        t0,
+        state.ravel(),
+        float(problem.t[-1]),
+        rtol=rtol,
+        atol=atol,
+        max_step=problem.max_step,
+        **options,
+    )
 
 
 _PER_TRAJECTORY: dict = {}
@@ -788,13 +864,13 @@ def _per_trajectory_solver(base):
             if base is scipy.integrate.DOP853:
                 err5 = (K.T @ self.E5 / scale).reshape(b, -1)
                 err3 = (K.T @ self.E3 / scale).reshape(b, -1)
-                e5, e3 = np.sum(err5 ** 2, axis=1), np.sum(err3 ** 2, axis=1)
+                e5, e3 = np.sum(err5**2, axis=1), np.sum(err3**2, axis=1)
                 denom = e5 + 0.01 * e3
                 safe = np.where(denom > 0, denom, 1.0)
                 norms = np.where(denom > 0, abs(h) * e5 / np.sqrt(safe * err5.shape[1]), 0.0)
             else:
                 err = (h * (K.T @ self.E) / scale).reshape(b, -1)
-                norms = np.sqrt(np.mean(err ** 2, axis=1))
+                norms = np.sqrt(np.mean(err**2, axis=1))
             self.trajectory_norms = norms
             if self.per_trajectory:
                 return float(norms.max())
@@ -819,19 +895,32 @@ def _trajectory(problem: _Problem, solution: _Solution) -> Trajectory:
     for failure in solution.failures:
         failed_at[failure.index] = failure.time
     return Trajectory(
-        t=problem.t, q=q, qd=qd, qdd=qdd, tau=tau, energy=energy, nfev=solution.nfev,
+        t=problem.t,
+        q=q,
+        qd=qd,
+        qdd=qdd,
+        tau=tau,
+        energy=energy,
+        nfev=solution.nfev,
         method=problem.method,
-        metadata={**_tolerance_metadata(problem), "max_step": problem.max_step,
-                  "error_control": problem.error_control,
-                  "tau_interpolation": problem.tau_interpolation, **solution.counters},
-        failed_at=failed_at, failures=solution.failures,
+        metadata={
+            **_tolerance_metadata(problem),
+            "max_step": problem.max_step,
+            "error_control": problem.error_control,
+            "tau_interpolation": problem.tau_interpolation,
+            **solution.counters,
+        },
+        failed_at=failed_at,
+        failures=solution.failures,
     )
 
 
 def _tolerance_metadata(problem: _Problem) -> dict:
     """``rtol`` and ``atol`` as floats when shared by the batch, else as lists."""
-    return {name: (float(value[0]) if np.ptp(value) == 0 else value.tolist())
-            for name, value in (("rtol", problem.rtol), ("atol", problem.atol))}
+    return {
+        name: (float(value[0]) if np.ptp(value) == 0 else value.tolist())
+        for name, value in (("rtol", problem.rtol), ("atol", problem.atol))
+    }
 
 
 def _at_samples(problem: _Problem, q: np.ndarray, qd: np.ndarray, tau) -> tuple:
@@ -858,8 +947,8 @@ def _at_samples(problem: _Problem, q: np.ndarray, qd: np.ndarray, tau) -> tuple:
                 qdd[rows] = evaluate_masked(problem.acceleration, q_rows, qd_rows, tau_rows).values
         elif good.any():
             qdd[start + np.flatnonzero(good)] = evaluate_masked(
-                problem.acceleration, q_rows[good], qd_rows[good],
-                None if tau_rows is None else tau_rows[good]).values
+                problem.acceleration, q_rows[good], qd_rows[good], None if tau_rows is None else tau_rows[good]
+            ).values
         if problem.energy is not None and good.any():
             block = np.full(good.shape, np.nan)
             block[good] = np.asarray(problem.energy(q_rows[good], qd_rows[good]), dtype=np.float64)
@@ -921,8 +1010,7 @@ def _acceleration_jacobian(exact, torque: NumpyTorque, time, y, B: int, n: int) 
     J = np.asarray(exact(q, qd, torque(time, q, qd)), dtype=np.float64)
     if J.shape != (B, n, 2 * n):
         raise ValueError(
-            f"system.acceleration_jacobian must return shape (B, n, 2n) = ({B}, {n}, {2 * n}); "
-            f"got shape {J.shape}"
+            f"system.acceleration_jacobian must return shape (B, n, 2n) = ({B}, {n}, {2 * n}); got shape {J.shape}"
         )
     return J
 

@@ -244,6 +244,7 @@ class FileReport:
 
     def format(self) -> str:
         """A few lines of text describing the file's import (what ``lnn import`` prints)."""
+
         def ints(values):
             return ",".join(str(v) for v in values)
 
@@ -264,9 +265,12 @@ class FileReport:
         for gap in self.gaps:
             lines.append(f"  gap after t={gap.time:.6g} s: {gap.duration:.4g} s")
         if self.velocity_lag:
-            lines.append("  measured qd vs d(q)/dt: lag "
-                         + ", ".join(f"{lag * 1e3:.3g} ms" for lag in self.velocity_lag)
-                         + "; mismatch " + ", ".join(f"{m:.2%}" for m in self.velocity_mismatch))
+            lines.append(
+                "  measured qd vs d(q)/dt: lag "
+                + ", ".join(f"{lag * 1e3:.3g} ms" for lag in self.velocity_lag)
+                + "; mismatch "
+                + ", ".join(f"{m:.2%}" for m in self.velocity_mismatch)
+            )
         return "\n".join(lines)
 
 
@@ -311,10 +315,12 @@ class ImportReport:
     def format(self) -> str:
         """The report as text, one block per file and a total line."""
         trajectories = sum(len(f.trajectories) for f in self.files)
-        total = (f"total: {self.rows} rows -> {trajectories} trajectory(ies), {self.samples} "
-                 f"samples; {self.repeated} repeated samples dropped, {self.gaps} gap(s); "
-                 f"Savitzky-Golay order {self.order}, qd from "
-                 f"{'the positions' if self.velocity == 'q' else 'the measured velocities'}")
+        total = (
+            f"total: {self.rows} rows -> {trajectories} trajectory(ies), {self.samples} "
+            f"samples; {self.repeated} repeated samples dropped, {self.gaps} gap(s); "
+            f"Savitzky-Golay order {self.order}, qd from "
+            f"{'the positions' if self.velocity == 'q' else 'the measured velocities'}"
+        )
         return "\n".join([f.format() for f in self.files] + [total])
 
 
@@ -335,8 +341,9 @@ class ImportResult:
 # -------------------------------------------------------------- the window
 
 
-def choose_window(pieces, step: float, *, derivative: int, order: int = DEFAULT_ORDER,
-                  max_window: int | None = None) -> WindowChoice:
+def choose_window(
+    pieces, step: float, *, derivative: int, order: int = DEFAULT_ORDER, max_window: int | None = None
+) -> WindowChoice:
     """The Savitzky–Golay window that minimises the estimated error of a derivative.
 
     The rule: the motion to differentiate is the signal's content within its
@@ -349,7 +356,8 @@ def choose_window(pieces, step: float, *, derivative: int, order: int = DEFAULT_
 
     (the motion the filter misses, plus the disturbance it passes). Both are
     estimated from the data: the power spectrum ``P`` of the pieces (Welch,
-    Kaiser-windowed (beta 14, sidelobes below -130 dB) segments as long as the longest piece, up to 16384 samples, so that
+    Kaiser-windowed (beta 14, sidelobes below -130 dB) segments as long as the
+    longest piece, up to 16384 samples, so that
     the band's edge is resolved finely; computed on the second difference
     and divided by its transfer function so that the low-frequency motion
     does not leak into the high frequencies); the white-noise floor ``N0``,
@@ -399,13 +407,16 @@ def choose_window(pieces, step: float, *, derivative: int, order: int = DEFAULT_
     """
     pieces = [np.asarray(p, dtype=np.float64).reshape(-1) for p in pieces]
     if derivative not in (0, 1, 2) or order <= derivative:
-        raise ValueError(f"derivative must be 0, 1 or 2 and order > derivative; got "
-                         f"derivative={derivative!r}, order={order!r}")
+        raise ValueError(
+            f"derivative must be 0, 1 or 2 and order > derivative; got derivative={derivative!r}, order={order!r}"
+        )
     w_min = order + 2 + (order % 2 == 1)  # the smallest odd window > order + 1
     longest = max((p.shape[0] for p in pieces), default=0)
     if longest < w_min:
-        raise ValueError(f"the signal needs at least {w_min} samples for a Savitzky-Golay window "
-                         f"of order {order}; the longest piece has {longest}")
+        raise ValueError(
+            f"the signal needs at least {w_min} samples for a Savitzky-Golay window "
+            f"of order {order}; the longest piece has {longest}"
+        )
     segment = min(longest - 2, SPECTRUM_SEGMENT) // 2 * 2  # Welch on the second difference
     frequencies, power, noise_psd = _spectrum(pieces, step, segment)
     w_max = min(longest, segment - 1, max_window if max_window is not None else longest)
@@ -426,7 +437,7 @@ def choose_window(pieces, step: float, *, derivative: int, order: int = DEFAULT_
     nfft = 2 * (frequencies.shape[0] - 1)
     errors = np.empty(candidates.shape[0])
     for i, w in enumerate(candidates):
-        c = _coefficients(int(w), order, derivative) / step ** derivative
+        c = _coefficients(int(w), order, derivative) / step**derivative
         kernel = np.zeros(nfft)
         kernel[(-(np.arange(w) - w // 2)) % nfft] = c
         response = np.fft.rfft(kernel)
@@ -434,9 +445,14 @@ def choose_window(pieces, step: float, *, derivative: int, order: int = DEFAULT_
         noise = float(np.sum(np.abs(response) ** 2 * disturbance))
         errors[i] = math.sqrt((bias + noise) * df)
     best = int(np.argmin(errors))
-    return WindowChoice(window=int(candidates[best]), error=float(errors[best]),
-                        noise=math.sqrt(noise_psd / (2.0 * step)), bandwidth=float(bandwidth),
-                        candidates=candidates, errors=errors)
+    return WindowChoice(
+        window=int(candidates[best]),
+        error=float(errors[best]),
+        noise=math.sqrt(noise_psd / (2.0 * step)),
+        bandwidth=float(bandwidth),
+        candidates=candidates,
+        errors=errors,
+    )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -463,8 +479,7 @@ def _bandwidth(frequencies: np.ndarray, signal_psd: np.ndarray) -> float:
     if total <= 0:
         return float(frequencies[1])
     cumulative = np.cumsum(signal_psd) / total
-    return float(frequencies[min(int(np.searchsorted(cumulative, 1.0 - BAND_FRACTION)),
-                                 frequencies.shape[0] - 1)])
+    return float(frequencies[min(int(np.searchsorted(cumulative, 1.0 - BAND_FRACTION)), frequencies.shape[0] - 1)])
 
 
 def _spectrum(pieces, step: float, segment: int):
@@ -476,8 +491,7 @@ def _spectrum(pieces, step: float, segment: int):
         if piece.shape[0] - 2 < segment:
             continue
         z = np.diff(piece, 2)
-        frequencies, pz = signal.welch(z, fs=1.0 / step, window=SPECTRUM_WINDOW, nperseg=segment,
-                                       detrend="constant")
+        frequencies, pz = signal.welch(z, fs=1.0 / step, window=SPECTRUM_WINDOW, nperseg=segment, detrend="constant")
         count = max(1, (z.shape[0] - segment) // (segment // 2) + 1)
         total = pz * count if total is None else total + pz * count
         weight += count
@@ -497,10 +511,23 @@ def _spectrum(pieces, step: float, segment: int):
 # -------------------------------------------------------------- import
 
 
-def import_csv(paths, *, time, q, qd=None, tau, angular=False, time_scale: float = 1.0,
-               delimiter: str | None = None, step: float | None = None,
-               max_gap: float | None = None, window: int | None = None,
-               order: int = DEFAULT_ORDER, trim: bool = True, velocity: str = "q") -> ImportResult:
+def import_csv(
+    paths,
+    *,
+    time,
+    q,
+    qd=None,
+    tau,
+    angular=False,
+    time_scale: float = 1.0,
+    delimiter: str | None = None,
+    step: float | None = None,
+    max_gap: float | None = None,
+    window: int | None = None,
+    order: int = DEFAULT_ORDER,
+    trim: bool = True,
+    velocity: str = "q",
+) -> ImportResult:
     """Read CSV logs into a :class:`lnn.Dataset`, with a report of what was done.
 
     Each file becomes one or more trajectories (split at gaps); see
@@ -590,8 +617,7 @@ def import_csv(paths, *, time, q, qd=None, tau, angular=False, time_scale: float
         raise ValueError(f"order must be an integer >= 2; got {order!r}")
     order = int(order)
     if window is not None:
-        if isinstance(window, bool) or not isinstance(window, (int, np.integer)) \
-                or window % 2 == 0 or window <= order:
+        if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window % 2 == 0 or window <= order:
             raise ValueError(f"window must be an odd integer > order ({order}); got {window!r}")
         window = int(window)
 
@@ -599,8 +625,9 @@ def import_csv(paths, *, time, q, qd=None, tau, angular=False, time_scale: float
     for path in files:
         columns = [time_col, *q_cols, *tau_cols, *(qd_cols or [])]
         table, names = _read_table(path, columns, delimiter=delimiter)
-        logs.append(_clean(path, table, names, n=n, time_scale=time_scale,
-                           measured=qd_cols is not None, angular=angular))
+        logs.append(
+            _clean(path, table, names, n=n, time_scale=time_scale, measured=qd_cols is not None, angular=angular)
+        )
     steps = [log["nominal_step"] for log in logs]
     if step is None:
         common = float(np.median(steps))
@@ -609,27 +636,33 @@ def import_csv(paths, *, time, q, qd=None, tau, angular=False, time_scale: float
     next_id = 0
     for log in logs:
         h = step if step is not None else (common if same else log["nominal_step"])
-        part, report = _import_one(log, h, n=n, max_gap=max_gap, window=window, order=order,
-                                   trim=trim, velocity=velocity, first_id=next_id)
+        part, report = _import_one(
+            log, h, n=n, max_gap=max_gap, window=window, order=order, trim=trim, velocity=velocity, first_id=next_id
+        )
         next_id += len(report.trajectories)
         parts.append(part)
         reports.append(report)
     stacked = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     grid_steps = {r.step for r in reports}
     span = max(max(*r.window_qd, *r.window_qdd) * r.step for r in reports)
-    dataset = Dataset(t=stacked["t"], q=stacked["q"], qd=stacked["qd"], qdd=stacked["qdd"],
-                      tau=stacked["tau"], trajectory=stacked["trajectory"], angular=angular,
-                      dt=grid_steps.pop() if len(grid_steps) == 1 else math.nan,
-                      derivative_span=span)
-    return ImportResult(dataset=dataset,
-                        report=ImportReport(files=tuple(reports), order=order, velocity=velocity))
+    dataset = Dataset(
+        t=stacked["t"],
+        q=stacked["q"],
+        qd=stacked["qd"],
+        qdd=stacked["qdd"],
+        tau=stacked["tau"],
+        trajectory=stacked["trajectory"],
+        angular=angular,
+        dt=grid_steps.pop() if len(grid_steps) == 1 else math.nan,
+        derivative_span=span,
+    )
+    return ImportResult(dataset=dataset, report=ImportReport(files=tuple(reports), order=order, velocity=velocity))
 
 
 # ------------------------------------------------------------ the steps
 
 
-def _import_one(log: dict, h: float, *, n: int, max_gap, window, order, trim, velocity,
-                first_id: int):
+def _import_one(log: dict, h: float, *, n: int, max_gap, window, order, trim, velocity, first_id: int):
     """Segment, resample and differentiate one cleaned log; its arrays and :class:`FileReport`."""
     path, t = log["path"], log["t"]
     raw_steps = np.diff(t)
@@ -644,15 +677,18 @@ def _import_one(log: dict, h: float, *, n: int, max_gap, window, order, trim, ve
         raise ValueError(
             f"{path}: the log is too short for a derivative window: its longest piece between "
             f"gaps has {longest} samples at step {h:.4g} s, and a Savitzky-Golay filter of order "
-            f"{order} needs at least {order + 3}")
+            f"{order} needs at least {order + 3}"
+        )
     nan = (math.nan,) * n
     if window is None:
-        choice_qdd = [choose_window([g["q"][:, j] for g in usable], h, derivative=2, order=order)
-                      for j in range(n)]
+        choice_qdd = [choose_window([g["q"][:, j] for g in usable], h, derivative=2, order=order) for j in range(n)]
         source = "qd" if velocity == "measured" else "q"
-        choice_qd = [choose_window([g[source][:, j] for g in usable], h,
-                                   derivative=0 if velocity == "measured" else 1, order=order)
-                     for j in range(n)]
+        choice_qd = [
+            choose_window(
+                [g[source][:, j] for g in usable], h, derivative=0 if velocity == "measured" else 1, order=order
+            )
+            for j in range(n)
+        ]
         w_qdd = tuple(c.window for c in choice_qdd)
         w_qd = tuple(c.window for c in choice_qd)
         err_qdd = tuple(c.error for c in choice_qdd)
@@ -661,10 +697,11 @@ def _import_one(log: dict, h: float, *, n: int, max_gap, window, order, trim, ve
     else:
         w_qd = w_qdd = (window,) * n
         err_qd = err_qdd = nan
-        noise = tuple(choose_window([g["q"][:, j] for g in usable], h, derivative=2,
-                                    order=order, max_window=order + 3).noise for j in range(n))
-    threshold = max_gap if max_gap is not None else max(
-        MIN_GAP_STEPS * h, GAP_WINDOW_FRACTION * min(w_qdd) * h)
+        noise = tuple(
+            choose_window([g["q"][:, j] for g in usable], h, derivative=2, order=order, max_window=order + 3).noise
+            for j in range(n)
+        )
+    threshold = max_gap if max_gap is not None else max(MIN_GAP_STEPS * h, GAP_WINDOW_FRACTION * min(w_qdd) * h)
     pieces = _pieces(t, threshold)
     widest = max(max(w_qd), max(w_qdd))
     cut = widest // 2 if trim else 0
@@ -698,22 +735,37 @@ def _import_one(log: dict, h: float, *, n: int, max_gap, window, order, trim, ve
         raise ValueError(
             f"{path}: the log is too short for the derivative window: its longest piece between "
             f"gaps has about {longest} samples, and the window is {widest} samples "
-            f"(plus {cut} trimmed at each end)" + ("" if window is None else f" (window={window})"))
+            f"(plus {cut} trimmed at each end)" + ("" if window is None else f" (window={window})")
+        )
     holes = raw_steps[raw_steps > 1.5 * h]
     bridged = holes[holes <= threshold]
-    gaps = tuple(Gap(time=float(t[i] + log["t0"]), duration=float(raw_steps[i]))
-                 for i in np.flatnonzero(raw_steps > threshold))
+    gaps = tuple(
+        Gap(time=float(t[i] + log["t0"]), duration=float(raw_steps[i])) for i in np.flatnonzero(raw_steps > threshold)
+    )
     within = np.concatenate([np.diff(t[rows]) for rows in pieces if rows.shape[0] > 1] or [[h]])
     report = FileReport(
-        path=path, rows=log["rows"], repeated=log["repeated"], identical=log["identical"],
-        gaps=gaps, bridged=int(bridged.shape[0]),
-        longest_bridged=float(bridged.max()) if bridged.size else 0.0, max_gap=float(threshold),
-        step=float(h), median_step=float(log["median_step"]),
-        jitter=float(np.abs(within - h).max() / h), resampled=bool(resampled), noise=noise,
-        window_qd=w_qd, window_qdd=w_qdd, error_qd=err_qd, error_qdd=err_qdd,
+        path=path,
+        rows=log["rows"],
+        repeated=log["repeated"],
+        identical=log["identical"],
+        gaps=gaps,
+        bridged=int(bridged.shape[0]),
+        longest_bridged=float(bridged.max()) if bridged.size else 0.0,
+        max_gap=float(threshold),
+        step=float(h),
+        median_step=float(log["median_step"]),
+        jitter=float(np.abs(within - h).max() / h),
+        resampled=bool(resampled),
+        noise=noise,
+        window_qd=w_qd,
+        window_qdd=w_qdd,
+        error_qd=err_qd,
+        error_qdd=err_qdd,
         velocity_lag=tuple(np.mean(lags, axis=0).tolist()) if lags else (),
         velocity_mismatch=tuple(np.mean(mismatches, axis=0).tolist()) if mismatches else (),
-        trajectories=tuple(ids), dropped_pieces=dropped, trimmed=trimmed,
+        trajectories=tuple(ids),
+        dropped_pieces=dropped,
+        trimmed=trimmed,
         samples=int(sum(a.shape[0] for a in out["t"])),
     )
     return {k: np.concatenate(v) for k, v in out.items()}, report
@@ -742,8 +794,7 @@ def _resample(t: np.ndarray, log: dict, rows: np.ndarray, h: float) -> dict:
         if snapped:
             result[name] = values.copy()
         elif name == "tau" or ts.shape[0] < 4:
-            result[name] = np.column_stack([np.interp(grid, ts, values[:, j])
-                                            for j in range(values.shape[1])])
+            result[name] = np.column_stack([np.interp(grid, ts, values[:, j]) for j in range(values.shape[1])])
         else:
             result[name] = CubicSpline(ts, values, axis=0)(grid)
     return result
@@ -764,8 +815,7 @@ def _derivatives(grid: dict, h: float, w_qd, w_qdd, *, order: int, velocity: str
         if velocity == "measured":
             qd[:, j] = savgol_filter(grid["qd"][:, j], w_qd[j], order, deriv=0, mode="interp")
         else:
-            qd[:, j] = savgol_filter(q[:, j], w_qd[j], order, deriv=1, delta=h,
-                                     mode="interp") + slope[j] / h
+            qd[:, j] = savgol_filter(q[:, j], w_qd[j], order, deriv=1, delta=h, mode="interp") + slope[j] / h
         qdd[:, j] = savgol_filter(q[:, j], w_qdd[j], order, deriv=2, delta=h, mode="interp")
     return qd, qdd
 
@@ -786,8 +836,7 @@ def _velocity_check(grid: dict, h: float, w_qd, *, order: int):
             continue
         core = slice(m, derived.shape[0] - m)
         shifts = np.arange(-10, 11)
-        cost = np.array([np.mean((derived[m - s: derived.shape[0] - m - s] - measured[core]) ** 2)
-                         for s in shifts])
+        cost = np.array([np.mean((derived[m - s : derived.shape[0] - m - s] - measured[core]) ** 2) for s in shifts])
         k = int(np.argmin(cost))
         lag = float(shifts[k])
         if 0 < k < len(shifts) - 1:  # parabolic refinement of the minimum
@@ -801,8 +850,9 @@ def _velocity_check(grid: dict, h: float, w_qd, *, order: int):
     return lags, mismatches
 
 
-def _clean(path: str, table: np.ndarray, names: list[str], *, n: int, time_scale: float,
-           measured: bool, angular: tuple) -> dict:
+def _clean(
+    path: str, table: np.ndarray, names: list[str], *, n: int, time_scale: float, measured: bool, angular: tuple
+) -> dict:
     """Check the time column, drop repeated samples, unwrap angles; the log as arrays."""
     t_raw = table[:, 0] * time_scale
     rows = t_raw.shape[0]
@@ -813,7 +863,8 @@ def _clean(path: str, table: np.ndarray, names: list[str], *, n: int, time_scale
         raise ValueError(
             f"{path}: the time column {names[0]!r} goes backwards at data row {i + 2} "
             f"({table[i, 0]!r} then {table[i + 1, 0]!r}; {backwards.size} such step(s)); sort the "
-            f"log or split it into files")
+            f"log or split it into files"
+        )
     repeated = np.concatenate([[False], steps == 0])
     # A repeated row is identical when it equals the last kept row in every column read.
     kept_index = np.maximum.accumulate(np.where(~repeated, np.arange(rows), 0))
@@ -822,18 +873,28 @@ def _clean(path: str, table: np.ndarray, names: list[str], *, n: int, time_scale
     table = table[keep]
     t = t_raw[keep]
     if t.shape[0] < 2:
-        raise ValueError(f"{path}: the log is too short: {t.shape[0]} distinct time stamp(s) "
-                         f"in {rows} row(s)")
+        raise ValueError(f"{path}: the log is too short: {t.shape[0]} distinct time stamp(s) in {rows} row(s)")
     t0 = float(t[0])
-    q = table[:, 1:1 + n].copy()
-    tau = table[:, 1 + n:1 + 2 * n].copy()
-    qd = table[:, 1 + 2 * n:1 + 3 * n].copy() if measured else None
+    q = table[:, 1 : 1 + n].copy()
+    tau = table[:, 1 + n : 1 + 2 * n].copy()
+    qd = table[:, 1 + 2 * n : 1 + 3 * n].copy() if measured else None
     for j in range(n):
         if angular[j]:
             q[:, j] = np.unwrap(q[:, j])
-    return {"path": path, "t": t - t0, "t0": t0, "q": q, "qd": qd, "tau": tau, "rows": rows,
-            "repeated": int(repeated.sum()), "identical": identical, "measured": measured,
-            "median_step": float(np.median(np.diff(t))), "nominal_step": _nominal_step(t)}
+    return {
+        "path": path,
+        "t": t - t0,
+        "t0": t0,
+        "q": q,
+        "qd": qd,
+        "tau": tau,
+        "rows": rows,
+        "repeated": int(repeated.sum()),
+        "identical": identical,
+        "measured": measured,
+        "median_step": float(np.median(np.diff(t))),
+        "nominal_step": _nominal_step(t),
+    }
 
 
 def _nominal_step(t: np.ndarray) -> float:
@@ -871,21 +932,30 @@ def _read_table(path: str, columns: list, *, delimiter: str | None):
     for spec in columns:
         if isinstance(spec, str):
             if not header:
-                raise ValueError(f"{path}: the file has no header row, so column {spec!r} cannot be "
-                                 f"found by name; give 0-based column indices")
+                raise ValueError(
+                    f"{path}: the file has no header row, so column {spec!r} cannot be "
+                    f"found by name; give 0-based column indices"
+                )
             if spec not in names:
-                raise ValueError(f"{path}: no column named {spec!r}; the columns are: "
-                                 f"{', '.join(names)}")
+                raise ValueError(f"{path}: no column named {spec!r}; the columns are: {', '.join(names)}")
             indices.append(names.index(spec))
         else:
             if not 0 <= spec < width:
-                raise ValueError(f"{path}: column index {spec} is out of range: the file has "
-                                 f"{width} columns (0 to {width - 1})")
+                raise ValueError(
+                    f"{path}: column index {spec} is out of range: the file has {width} columns (0 to {width - 1})"
+                )
             indices.append(spec)
     try:
-        table = np.loadtxt(path, delimiter=sep if sep.strip() else None, skiprows=int(header),
-                           usecols=indices, ndmin=2, dtype=np.float64, comments=None,
-                           quotechar='"')
+        table = np.loadtxt(
+            path,
+            delimiter=sep if sep.strip() else None,
+            skiprows=int(header),
+            usecols=indices,
+            ndmin=2,
+            dtype=np.float64,
+            comments=None,
+            quotechar='"',
+        )
     except ValueError:
         _locate_bad_cell(path, sep, indices, names, header)
         raise
@@ -894,8 +964,10 @@ def _read_table(path: str, columns: list, *, delimiter: str | None):
     bad = ~np.isfinite(table)
     if bad.any():
         row, col = np.argwhere(bad)[0]
-        raise ValueError(f"{path}: line {row + 1 + int(header)}, column {names[indices[col]]!r}: "
-                         f"the value {float(table[row, col])} is not finite")
+        raise ValueError(
+            f"{path}: line {row + 1 + int(header)}, column {names[indices[col]]!r}: "
+            f"the value {float(table[row, col])} is not finite"
+        )
     return table, [names[i] for i in indices]
 
 
@@ -910,11 +982,11 @@ def _locate_bad_cell(path, sep, indices, names, header) -> None:
                 raise ValueError(f"{path}: line {line} is empty")
             for i in indices:
                 if i >= len(cells):
-                    raise ValueError(f"{path}: line {line} has {len(cells)} cells; column "
-                                     f"{names[i]!r} (index {i}) is missing")
+                    raise ValueError(
+                        f"{path}: line {line} has {len(cells)} cells; column {names[i]!r} (index {i}) is missing"
+                    )
                 if not _is_number(cells[i]):
-                    raise ValueError(f"{path}: line {line}, column {names[i]!r}: cannot read "
-                                     f"{cells[i]!r} as a number")
+                    raise ValueError(f"{path}: line {line}, column {names[i]!r}: cannot read {cells[i]!r} as a number")
 
 
 def _sniff(line: str) -> str:
@@ -956,10 +1028,10 @@ def _paths(paths) -> list[str]:
 
 def _column_spec(name: str, value, *, single: bool = False):
     """A column spec: a name (str) or 0-based index (int), or a list of them."""
+
     def one(item):
         if isinstance(item, bool) or not isinstance(item, (str, int, np.integer)):
-            raise TypeError(f"{name} must name columns by header name (str) or 0-based index "
-                            f"(int); got {item!r}")
+            raise TypeError(f"{name} must name columns by header name (str) or 0-based index (int); got {item!r}")
         if isinstance(item, str) and not item.strip():
             raise ValueError(f"{name} has an empty column name")
         if not isinstance(item, str) and item < 0:
@@ -989,7 +1061,11 @@ def _angular(angular, n: int) -> tuple:
 
 
 def _positive(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(float(value)) or float(value) <= 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.integer, np.floating))
+        or not math.isfinite(float(value))
+        or float(value) <= 0
+    ):
         raise ValueError(f"{name} must be a finite number > 0; got {value!r}")
     return float(value)

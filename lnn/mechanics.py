@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import weakref
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -70,7 +70,7 @@ class MassMatrixError(ValueError):
         The health report of the offending batch.
     """
 
-    def __init__(self, message: str, health: "MassMatrixHealth") -> None:
+    def __init__(self, message: str, health: MassMatrixHealth) -> None:
         super().__init__(message)
         self.health = health
 
@@ -110,8 +110,9 @@ def separable(kinetic: Callable, potential: Callable) -> SeparableLagrangian:
     SeparableLagrangian
     """
     if not callable(kinetic) or not callable(potential):
-        raise TypeError(f"kinetic and potential must be callables, got {type(kinetic).__name__} "
-                        f"and {type(potential).__name__}")
+        raise TypeError(
+            f"kinetic and potential must be callables, got {type(kinetic).__name__} and {type(potential).__name__}"
+        )
     return SeparableLagrangian(kinetic, potential)
 
 
@@ -180,6 +181,7 @@ class PowerBalance:
 
 # -- input handling ------------------------------------------------------------
 
+
 def _is_symbolic(x) -> bool:
     # isinstance on the concrete classes: tf.is_tensor goes through a slow Protocol check.
     return isinstance(x, tf.Tensor) and not hasattr(x, "numpy")
@@ -213,8 +215,7 @@ def _check_batch(name: str, x, n: int | None, dtype, batch: int | None = None):
         if n is not None and t.shape.rank == 2 and t.shape[-1] not in (None, n):
             raise ValueError(f"{name} must have {n} columns (n_dof), got shape {t.shape}")
         return t, False
-    arr = x if isinstance(x, np.ndarray) else (
-        x.numpy() if isinstance(x, (tf.Tensor, tf.Variable)) else np.asarray(x))
+    arr = x if isinstance(x, np.ndarray) else (x.numpy() if isinstance(x, (tf.Tensor, tf.Variable)) else np.asarray(x))
     if arr.dtype.kind not in "fiub":
         raise TypeError(f"{name} must be a numeric array, got dtype {arr.dtype}")
     single = arr.ndim == 1
@@ -225,8 +226,7 @@ def _check_batch(name: str, x, n: int | None, dtype, batch: int | None = None):
     if n is not None and arr.shape[1] != n:
         raise ValueError(f"{name} must have n_dof = {n} columns, got shape {np.shape(x)}")
     if batch is not None and arr.shape[0] != batch:
-        raise ValueError(f"{name} has batch size {arr.shape[0]} but q has batch size {batch} "
-                         f"(shape {np.shape(x)})")
+        raise ValueError(f"{name} has batch size {arr.shape[0]} but q has batch size {batch} (shape {np.shape(x)})")
     if not np.all(np.isfinite(arr)):
         bad = int(np.sum(~np.all(np.isfinite(arr), axis=1)))
         raise ValueError(f"{name} contains NaN or infinite values in {bad} of {arr.shape[0]} samples")
@@ -248,8 +248,7 @@ def _plain_array(x, np_dtype, dtype):
 
 def _is_batch_of(arr, shape, n) -> bool:
     """``arr`` is a ``(B, n)`` batch (of the same ``shape`` as the first input, if given)."""
-    return arr.ndim == 2 and (shape is None or arr.shape == shape) and (
-        n is None or arr.shape[1] == n)
+    return arr.ndim == 2 and (shape is None or arr.shape == shape) and (n is None or arr.shape[1] == n)
 
 
 def _plain_inputs(names_values, dtype, n):
@@ -352,8 +351,7 @@ def pack_columns(arrays, dtype):
     if all(type(a) is np.ndarray for a in arrays):
         x = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=1)
         return _make_eager(x, dtype)
-    if (tape_may_record() or not tf.executing_eagerly()
-            or not all(type(a) is _EagerTensor for a in arrays)):
+    if tape_may_record() or not tf.executing_eagerly() or not all(type(a) is _EagerTensor for a in arrays):
         return arrays[0] if len(arrays) == 1 else tf.concat(arrays, axis=1)
     return pack_columns([a.numpy() for a in arrays], dtype)
 
@@ -374,8 +372,10 @@ def _inputs(names_values, dtype, *, n=None):
             continue
         t, s = _check_batch(name, x, n, dtype, batch)
         if not _is_symbolic(t) and s != single:
-            raise ValueError(f"{name} has shape {tuple(np.shape(x))} but {name0} has shape "
-                             f"{tuple(np.shape(x0))}: pass both as (B, n) or both as (n,)")
+            raise ValueError(
+                f"{name} has shape {tuple(np.shape(x))} but {name0} has shape "
+                f"{tuple(np.shape(x0))}: pass both as (B, n) or both as (n,)"
+            )
         out.append(t)
     return out, single, n
 
@@ -456,8 +456,7 @@ def _compiled(fn, op: str, dtype, n: int, n_args: int, body, options=()):
 
     # Exactly n_args positional parameters (no *args, no defaults): calls bind
     # their inputs without TensorFlow's slow structured-signature fallback.
-    traced = {2: lambda a, b: body(resolve(), a, b),
-              3: lambda a, b, c: body(resolve(), a, b, c)}[n_args]
+    traced = {2: lambda a, b: body(resolve(), a, b), 3: lambda a, b, c: body(resolve(), a, b, c)}[n_args]
     function = tf.function(traced, input_signature=spec, autograph=False)
     concrete = fast_caller(function.get_concrete_function())  # skips the dispatch
     _CACHE[key] = (function, concrete)
@@ -469,8 +468,7 @@ def _compiled(fn, op: str, dtype, n: int, n_args: int, body, options=()):
     return concrete
 
 
-def tracing_count(lagrangian: Callable, op: str, *, dtype="float64", n_dof: int,
-                  method: str = "reverse") -> int:
+def tracing_count(lagrangian: Callable, op: str, *, dtype="float64", n_dof: int, method: str = "reverse") -> int:
     """How many times the compiled ``op`` of a Lagrangian has been traced.
 
     Parameters
@@ -499,6 +497,7 @@ def tracing_count(lagrangian: Callable, op: str, *, dtype="float64", n_dof: int,
 
 
 # -- the mathematics (graph bodies) ----------------------------------------------
+
 
 def _kinetic_part(fn):
     return fn.kinetic if isinstance(fn, SeparableLagrangian) else fn
@@ -672,6 +671,7 @@ def _energy_rate_body(fn, q, qd, qdd):
 
 # -- public functions ----------------------------------------------------------------
 
+
 def _check_method(method):
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
@@ -679,12 +679,10 @@ def _check_method(method):
 
 def _check_callable(lagrangian):
     if not callable(lagrangian):
-        raise TypeError(f"lagrangian must be a callable (q, qd) -> (B,), got "
-                        f"{type(lagrangian).__name__}")
+        raise TypeError(f"lagrangian must be a callable (q, qd) -> (B,), got {type(lagrangian).__name__}")
 
 
-def _evaluate(lagrangian, op, body, pairs, dtype, *, method=None, options=(), zero_fill=False,
-              run=None):
+def _evaluate(lagrangian, op, body, pairs, dtype, *, method=None, options=(), zero_fill=False, run=None):
     """Check the inputs; inline ``body(lagrangian, *args)`` when symbolic, else run it compiled.
 
     ``method`` is validated when given; ``options`` (a tuple, or a callable
@@ -701,8 +699,7 @@ def _evaluate(lagrangian, op, body, pairs, dtype, *, method=None, options=(), ze
         args[-1] = tf.zeros_like(args[0])
     if _is_symbolic(args[0]):
         return body(lagrangian, *args)
-    fn = _compiled(lagrangian, op, dt, n, len(args), body,
-                   options() if callable(options) else options)
+    fn = _compiled(lagrangian, op, dt, n, len(args), body, options() if callable(options) else options)
     return _unbatch(fn(*args) if run is None else run(fn, args, dt), single)
 
 
@@ -725,13 +722,20 @@ def mass_matrix(lagrangian: Callable, q, qd, *, method: str = "reverse", dtype=N
     tensor, shape ``(B, n, n)`` (``(n, n)`` for a single state)
         Symmetrised Hessian.
     """
-    return _evaluate(lagrangian, "mass_matrix",
-                     lambda f, a, b: _mass_matrix_body(_kinetic_part(f), a, b, method),
-                     [("q", q), ("qd", qd)], dtype, method=method, options=(method,))
+    return _evaluate(
+        lagrangian,
+        "mass_matrix",
+        lambda f, a, b: _mass_matrix_body(_kinetic_part(f), a, b, method),
+        [("q", q), ("qd", qd)],
+        dtype,
+        method=method,
+        options=(method,),
+    )
 
 
-def acceleration(lagrangian: Callable, q, qd, tau=None, *, method: str = "reverse",
-                 regularize: float | None = None, dtype=None):
+def acceleration(
+    lagrangian: Callable, q, qd, tau=None, *, method: str = "reverse", regularize: float | None = None, dtype=None
+):
     """Forward dynamics ``qdd = M^{-1} (dL/dq - (d2L/dqd dq) qd + tau)``.
 
     Parameters
@@ -760,16 +764,23 @@ def acceleration(lagrangian: Callable, q, qd, tau=None, *, method: str = "revers
         If ``M`` is not positive definite for some sample (eager calls);
         the message gives how many samples failed and the smallest eigenvalue.
     """
-    def run(fn, args, dt):
-        return call_checked(fn, args, lambda: mass_matrix(lagrangian, args[0], args[1],
-                                                          method=method, dtype=dt), regularize)
 
-    return _evaluate(lagrangian, "acceleration",
-                     lambda f, a, b, c: _acceleration_body(f, a, b, c, method, regularize),
-                     [("q", q), ("qd", qd), ("tau", tau)], dtype, method=method,
-                     options=lambda: ((method,) if regularize is None
-                                      else (method, float(regularize))),
-                     zero_fill=True, run=run)
+    def run(fn, args, dt):
+        return call_checked(
+            fn, args, lambda: mass_matrix(lagrangian, args[0], args[1], method=method, dtype=dt), regularize
+        )
+
+    return _evaluate(
+        lagrangian,
+        "acceleration",
+        lambda f, a, b, c: _acceleration_body(f, a, b, c, method, regularize),
+        [("q", q), ("qd", qd), ("tau", tau)],
+        dtype,
+        method=method,
+        options=lambda: (method,) if regularize is None else (method, float(regularize)),
+        zero_fill=True,
+        run=run,
+    )
 
 
 def call_checked(fn, args, mass_matrix_fn, regularize=None):
@@ -801,10 +812,12 @@ def call_checked(fn, args, mass_matrix_fn, regularize=None):
         health = mass_matrix_health(m)
         if not health.positive_definite:
             raise not_positive_definite_error(m, regularize)
-        raise ValueError(f"the acceleration is not finite for "
-                         f"{int(np.sum(~np.all(np.isfinite(qdd.numpy()), axis=-1)))} samples "
-                         f"although M is positive definite (condition number up to "
-                         f"{health.condition_number:.3g})")
+        raise ValueError(
+            f"the acceleration is not finite for "
+            f"{int(np.sum(~np.all(np.isfinite(qdd.numpy()), axis=-1)))} samples "
+            f"although M is positive definite (condition number up to "
+            f"{health.condition_number:.3g})"
+        )
     return qdd
 
 
@@ -817,7 +830,9 @@ def not_positive_definite_error(m, regularize=None) -> MassMatrixError:
         f"mass matrix is not positive definite{shift} for {max(bad, 1)} of {health.n_samples} "
         f"samples (smallest eigenvalue {health.min_eigenvalue:.6g}); refusing to "
         "pseudo-invert it. Pass regularize=eps to solve with M + eps I explicitly, or use an "
-        "input-convex or structured model", health)
+        "input-convex or structured model",
+        health,
+    )
 
 
 def inverse_dynamics(lagrangian: Callable, q, qd, qdd, *, dtype=None):
@@ -833,8 +848,9 @@ def inverse_dynamics(lagrangian: Callable, q, qd, qdd, *, dtype=None):
     -------
     tensor, shape ``(B, n)`` (``(n,)`` for a single state)
     """
-    return _evaluate(lagrangian, "inverse_dynamics", _inverse_dynamics_body,
-                     [("q", q), ("qd", qd), ("qdd", qdd)], dtype)
+    return _evaluate(
+        lagrangian, "inverse_dynamics", _inverse_dynamics_body, [("q", q), ("qd", qd), ("qdd", qdd)], dtype
+    )
 
 
 def energy(lagrangian: Callable, q, qd, *, dtype=None):
@@ -866,8 +882,7 @@ def energy_rate(lagrangian: Callable, q, qd, qdd, *, dtype=None):
     -------
     tensor, shape ``(B,)`` (scalar for a single state)
     """
-    return _evaluate(lagrangian, "energy_rate", _energy_rate_body,
-                     [("q", q), ("qd", qd), ("qdd", qdd)], dtype)
+    return _evaluate(lagrangian, "energy_rate", _energy_rate_body, [("q", q), ("qd", qd), ("qdd", qdd)], dtype)
 
 
 def power_balance(lagrangian: Callable, q, qd, qdd, tau=None, *, dtype=None) -> PowerBalance:
@@ -912,10 +927,11 @@ def mass_matrix_health(m) -> MassMatrixHealth:
     if arr.ndim != 3 or arr.shape[-1] != arr.shape[-2]:
         raise ValueError(f"m must have shape (B, n, n) or (n, n), got shape {np.shape(m)}")
     if arr.shape[0] == 0:
-        raise ValueError("m is an empty batch (shape {})".format(arr.shape))
+        raise ValueError(f"m is an empty batch (shape {arr.shape})")
     if not np.all(np.isfinite(arr)):
-        raise ValueError("m contains NaN or infinite entries in "
-                         f"{int(np.sum(~np.all(np.isfinite(arr), axis=(1, 2))))} samples")
+        raise ValueError(
+            f"m contains NaN or infinite entries in {int(np.sum(~np.all(np.isfinite(arr), axis=(1, 2))))} samples"
+        )
     asym = float(np.max(np.abs(arr - np.swapaxes(arr, -1, -2))))
     eig = np.linalg.eigvalsh(0.5 * (arr + np.swapaxes(arr, -1, -2)))
     lo, hi = eig[:, 0], eig[:, -1]

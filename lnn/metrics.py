@@ -32,14 +32,13 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from lnn import _validate
-
 from lnn.trajectory import Trajectory
 
 __all__ = [
@@ -430,8 +429,9 @@ def _check_pair(predicted: Trajectory, reference: Trajectory) -> None:
         raise ValueError("predicted and reference trajectories must share the same time grid t")
 
 
-def rollout_error(predicted: Trajectory, reference: Trajectory, *, threshold: float = 0.1,
-                  angular=None) -> RolloutError:
+def rollout_error(
+    predicted: Trajectory, reference: Trajectory, *, threshold: float = 0.1, angular=None
+) -> RolloutError:
     """Relative rollout error over time, its geometric mean and the valid prediction time.
 
     Parameters
@@ -463,15 +463,16 @@ def rollout_error(predicted: Trajectory, reference: Trajectory, *, threshold: fl
     positive = np.maximum(per_trajectory, np.finfo(np.float64).tiny)
     geometric = float(np.exp(np.mean(np.log(positive)))) if per_trajectory.size else math.nan
     return RolloutError(
-        t=np.asarray(reference.t), relative=relative, per_trajectory=per_trajectory,
+        t=np.asarray(reference.t),
+        relative=relative,
+        per_trajectory=per_trajectory,
         geometric_mean=geometric,
         valid_time=valid_prediction_time(relative, reference.t, threshold=threshold),
         threshold=float(threshold),
     )
 
 
-def energy_error(system, predicted: Trajectory, reference: Trajectory, *,
-                 scale: float | None = None) -> EnergyError:
+def energy_error(system, predicted: Trajectory, reference: Trajectory, *, scale: float | None = None) -> EnergyError:
     """Energy error normalised by the maximum potential energy (Cranmer et al.).
 
     The true system's energy is evaluated on the predicted and on the
@@ -500,16 +501,15 @@ def energy_error(system, predicted: Trajectory, reference: Trajectory, *,
     e_true = _array(system.energy(reference.q, reference.qd), "system.energy(reference)")
     if scale is None:
         if not hasattr(system, "potential_energy"):
-            raise TypeError(
-                f"scale=None needs system.potential_energy; {type(system).__name__} has none: pass scale="
-            )
+            raise TypeError(f"scale=None needs system.potential_energy; {type(system).__name__} has none: pass scale=")
         scale = float(np.max(np.abs(_array(system.potential_energy(reference.q), "V"))))
     if not (np.isfinite(scale) and scale > 0):
         raise ValueError(f"scale must be a positive finite number, got {scale!r}")
     error = np.abs(e_pred - e_true) / scale
     final = error[:, -1]
-    return EnergyError(t=np.asarray(reference.t), error=error, final=final,
-                       mean=float(np.mean(final)), scale=float(scale))
+    return EnergyError(
+        t=np.asarray(reference.t), error=error, final=final, mean=float(np.mean(final)), scale=float(scale)
+    )
 
 
 def mass_matrix_report(m_pred, m_true=None) -> MassMatrixReport:
@@ -566,7 +566,7 @@ _CHUNK = 4096
 def _batched(fn, *arrays, chunk: int = _CHUNK) -> np.ndarray:
     """Apply ``fn`` to row chunks of ``arrays`` and stack the numpy results."""
     n = arrays[0].shape[0]
-    parts = [_array(fn(*(a[i:i + chunk] for a in arrays)), "model output") for i in range(0, n, chunk)]
+    parts = [_array(fn(*(a[i : i + chunk] for a in arrays)), "model output") for i in range(0, n, chunk)]
     return np.concatenate(parts, axis=0)
 
 
@@ -580,8 +580,7 @@ def _model_acceleration(model, q, qd, tau) -> tuple[np.ndarray, int]:
     out, failed = np.full(q.shape, np.nan), 0
     for i in range(0, q.shape[0], _CHUNK):
         sl = slice(i, i + _CHUNK)
-        masked = evaluate_masked(lambda *x: _array(fn(*x), "model acceleration"),
-                                 q[sl], qd[sl], tau[sl])
+        masked = evaluate_masked(lambda *x: _array(fn(*x), "model acceleration"), q[sl], qd[sl], tau[sl])
         out[sl] = masked.values
         failed += masked.n_failed
     return out, failed
@@ -625,22 +624,33 @@ def _dataset_rollouts(data, n_rollouts: int):
         return None
     rows = np.stack([r[:length] for r in rows])  # (B, T)
     t = data.t[rows[0]] - data.t[rows[0, 0]]
-    return (data.q[rows[:, 0]], data.qd[rows[:, 0]], t, data.tau[rows],
-            _trajectory_of(data, rows, t))
+    return (data.q[rows[:, 0]], data.qd[rows[:, 0]], t, data.tau[rows], _trajectory_of(data, rows, t))
 
 
 def _trajectory_of(data, rows, t) -> Trajectory:
     energy = getattr(data, "energy", None)
     energy = np.full(rows.shape, np.nan) if energy is None else np.asarray(energy)[rows]
-    return Trajectory(t=t, q=data.q[rows], qd=data.qd[rows], qdd=data.qdd[rows],
-                      tau=data.tau[rows], energy=energy)
+    return Trajectory(t=t, q=data.q[rows], qd=data.qd[rows], qdd=data.qdd[rows], tau=data.tau[rows], energy=energy)
 
 
-def evaluate(model, data, *, true_system=None, initial_states=None, n_rollouts: int = 40,
-             duration: float = 10.0, dt: float = 0.1, seed: int = 0, threshold: float = 0.1,
-             energy_scale: float | None = None, n_mass_samples: int = 2000,
-             method: str = "DOP853", rtol: float | None = None, atol: float | None = None,
-             progress: Callable[..., None] | None = None) -> MetricsTable:
+def evaluate(
+    model,
+    data,
+    *,
+    true_system=None,
+    initial_states=None,
+    n_rollouts: int = 40,
+    duration: float = 10.0,
+    dt: float = 0.1,
+    seed: int = 0,
+    threshold: float = 0.1,
+    energy_scale: float | None = None,
+    n_mass_samples: int = 2000,
+    method: str = "DOP853",
+    rtol: float | None = None,
+    atol: float | None = None,
+    progress: Callable[..., None] | None = None,
+) -> MetricsTable:
     """Evaluate a model against held-out data or a true system with every metric.
 
     Parameters
@@ -719,22 +729,29 @@ def evaluate(model, data, *, true_system=None, initial_states=None, n_rollouts: 
         reference = rollout(data, q0, qd0, t, method=method, rtol=rtol, atol=atol)
         runs = (q0, qd0, t, None, reference)
         n = reference.q.shape[-1]
-        q, qd, qdd, tau = (reference.q.reshape(-1, n), reference.qd.reshape(-1, n),
-                           reference.qdd.reshape(-1, n), reference.tau.reshape(-1, n))
-    else:
-        raise TypeError(
-            f"data must be an lnn.Dataset or a MechanicalSystem, got {type(data).__name__}"
+        q, qd, qdd, tau = (
+            reference.q.reshape(-1, n),
+            reference.qd.reshape(-1, n),
+            reference.qdd.reshape(-1, n),
+            reference.tau.reshape(-1, n),
         )
+    else:
+        raise TypeError(f"data must be an lnn.Dataset or a MechanicalSystem, got {type(data).__name__}")
     rows: list[MetricRow] = []
 
     report(0, stages, "accelerations")
     qdd_pred, failed = _model_acceleration(model, q, qd, tau)
     acc = acceleration_error(qdd_pred, qdd)
     details["acceleration"] = acc
-    rows += [MetricRow("acceleration_error_median", acc.median, "median ||qdd_pred - qdd|| / ||qdd||"),
-             MetricRow("acceleration_error_mean", acc.mean, "mean ||qdd_pred - qdd|| / ||qdd||"),
-             MetricRow("acceleration_failures", float(failed) / q.shape[0],
-                       "fraction of samples whose learned M could not be solved")]
+    rows += [
+        MetricRow("acceleration_error_median", acc.median, "median ||qdd_pred - qdd|| / ||qdd||"),
+        MetricRow("acceleration_error_mean", acc.mean, "mean ||qdd_pred - qdd|| / ||qdd||"),
+        MetricRow(
+            "acceleration_failures",
+            float(failed) / q.shape[0],
+            "fraction of samples whose learned M could not be solved",
+        ),
+    ]
 
     report(1, stages, "torques")
     if hasattr(model, "inverse_dynamics"):
@@ -743,23 +760,29 @@ def evaluate(model, data, *, true_system=None, initial_states=None, n_rollouts: 
         rows.append(MetricRow("torque_mse", torque.mse, "DeLaN torque MSE (sum over joints)"))
         if np.isfinite(torque.nmse):  # unforced data: no torque variance to normalise by
             rows.append(MetricRow("torque_nmse", torque.nmse, "mean over joints of MSE_j / Var(tau_j)"))
-            rows += [MetricRow(f"torque_nmse_{j}", float(v), f"MSE / Var(tau) of joint {j}")
-                     for j, v in enumerate(torque.nmse_per_joint) if np.isfinite(v)]
+            rows += [
+                MetricRow(f"torque_nmse_{j}", float(v), f"MSE / Var(tau) of joint {j}")
+                for j, v in enumerate(torque.nmse_per_joint)
+                if np.isfinite(v)
+            ]
 
     report(2, stages, "mass matrices")
     if hasattr(model, "mass_matrix"):
         k = min(int(n_mass_samples), q.shape[0])
         m_pred = _batched(model.mass_matrix, q[:k], qd[:k])
-        m_true = (_array(true_system.mass_matrix(q[:k], qd[:k]), "true mass matrix")
-                  if true_system is not None else None)
+        m_true = _array(true_system.mass_matrix(q[:k], qd[:k]), "true mass matrix") if true_system is not None else None
         mass = mass_matrix_report(m_pred, m_true)
         details["mass_matrix"] = mass
-        rows += [MetricRow("mass_matrix_error_median", mass.median_relative_error,
-                           "median ||M_pred - M||_F / ||M||_F"),
-                 MetricRow("mass_matrix_positive_definite", mass.fraction_positive_definite,
-                           "fraction of states with positive definite learned M"),
-                 MetricRow("mass_matrix_min_eigenvalue", mass.min_eigenvalue, "smallest eigenvalue of learned M"),
-                 MetricRow("mass_matrix_max_condition", mass.max_condition, "largest condition number of learned M")]
+        rows += [
+            MetricRow("mass_matrix_error_median", mass.median_relative_error, "median ||M_pred - M||_F / ||M||_F"),
+            MetricRow(
+                "mass_matrix_positive_definite",
+                mass.fraction_positive_definite,
+                "fraction of states with positive definite learned M",
+            ),
+            MetricRow("mass_matrix_min_eigenvalue", mass.min_eigenvalue, "smallest eigenvalue of learned M"),
+            MetricRow("mass_matrix_max_condition", mass.max_condition, "largest condition number of learned M"),
+        ]
 
     report(3, stages, "rollouts")
     if runs is not None and n_rollouts:
@@ -768,13 +791,17 @@ def evaluate(model, data, *, true_system=None, initial_states=None, n_rollouts: 
         tau_arg = tau_runs if forced else None
         if reference_system is not None and _is_dataset(data):
             reference = rollout(reference_system, q0, qd0, t, tau=tau_arg, method=method, rtol=rtol, atol=atol)
-        predicted = rollout(model, q0, qd0, t, tau=tau_arg, method=method, rtol=rtol, atol=atol,
-                            on_failure="mask")
+        predicted = rollout(model, q0, qd0, t, tau=tau_arg, method=method, rtol=rtol, atol=atol, on_failure="mask")
         angular = getattr(data, "angular", None) or getattr(model, "angular", None)
         finished = ~predicted.failed
-        rows.append(MetricRow("rollout_failures", float(np.mean(~finished)),
-                              "fraction of the model's rollouts that failed (M not positive "
-                              "definite, non-finite state) before the end"))
+        rows.append(
+            MetricRow(
+                "rollout_failures",
+                float(np.mean(~finished)),
+                "fraction of the model's rollouts that failed (M not positive "
+                "definite, non-finite state) before the end",
+            )
+        )
         if not finished.any():
             report(stages, stages, "done")
             return MetricsTable(rows=tuple(rows), details=details)
@@ -784,14 +811,27 @@ def evaluate(model, data, *, true_system=None, initial_states=None, n_rollouts: 
         roll = rollout_error(predicted, reference, threshold=threshold, angular=angular)
         details["rollout"] = roll
         details["predicted"], details["reference"] = predicted, reference
-        rows += [MetricRow("rollout_error_geometric_mean", roll.geometric_mean,
-                           "geometric mean over trajectories of the time-averaged relative error"),
-                 MetricRow("valid_prediction_time_mean", float(np.mean(roll.valid_time)),
-                           f"mean time (s) until the relative error exceeds {threshold:g}")]
+        rows += [
+            MetricRow(
+                "rollout_error_geometric_mean",
+                roll.geometric_mean,
+                "geometric mean over trajectories of the time-averaged relative error",
+            ),
+            MetricRow(
+                "valid_prediction_time_mean",
+                float(np.mean(roll.valid_time)),
+                f"mean time (s) until the relative error exceeds {threshold:g}",
+            ),
+        ]
         if reference_system is not None and hasattr(reference_system, "energy"):
             energy = energy_error(reference_system, predicted, reference, scale=energy_scale)
             details["energy"] = energy
-            rows.append(MetricRow("energy_error_mean", energy.mean,
-                                  f"mean |E(pred) - E(true)| / {energy.scale:.4g} at t = {t[-1]:g} s"))
+            rows.append(
+                MetricRow(
+                    "energy_error_mean",
+                    energy.mean,
+                    f"mean |E(pred) - E(true)| / {energy.scale:.4g} at t = {t[-1]:g} s",
+                )
+            )
     report(stages, stages, "done")
     return MetricsTable(rows=tuple(rows), details=details)

@@ -89,7 +89,7 @@ ADAPTIVE_METHODS = _solver_names
 OdeintResult = Trajectory
 
 # system -> {options key: compiled integrator}; weak so that models can be freed.
-_CACHE: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+_CACHE: weakref.WeakKeyDictionary[Any, dict] = weakref.WeakKeyDictionary()
 
 
 def odeint(
@@ -186,24 +186,42 @@ def odeint(
         If ``system`` lacks a method the chosen scheme needs.
     """
     if method in ADAPTIVE_METHODS:
-        return _adaptive(system, q0, qd0, t, method=method, tau=tau, rtol=rtol, atol=atol,
-                         max_steps=max_steps, jit_compile=jit_compile)
+        return _adaptive(
+            system,
+            q0,
+            qd0,
+            t,
+            method=method,
+            tau=tau,
+            rtol=rtol,
+            atol=atol,
+            max_steps=max_steps,
+            jit_compile=jit_compile,
+        )
     if rtol is not None or atol is not None:
-        raise ValueError(f"rtol and atol apply to the adaptive methods {ADAPTIVE_METHODS}; "
-                         f"method {method!r} is fixed-step (use substeps)")
+        raise ValueError(
+            f"rtol and atol apply to the adaptive methods {ADAPTIVE_METHODS}; "
+            f"method {method!r} is fixed-step (use substeps)"
+        )
     jit_compile = bool(jit_compile)
     substeps, iterations = _check_options(system, method, substeps, iterations)
     dtype = _system_dtype(system, q0)
     inputs = _inputs(system, q0, qd0, t, tau, dtype)
-    run = _integrator(system, method=method, substeps=substeps, iterations=iterations,
-                      controller=inputs.controller, jit_compile=bool(jit_compile),
-                      n=inputs.n, dtype=dtype)
+    run = _integrator(
+        system,
+        method=method,
+        substeps=substeps,
+        iterations=iterations,
+        controller=inputs.controller,
+        jit_compile=bool(jit_compile),
+        n=inputs.n,
+        dtype=dtype,
+    )
     with tf.control_dependencies(inputs.checks):
         q0 = tf.identity(inputs.q0)
     paths = run(q0, inputs.qd0, inputs.t, inputs.tau_samples)
     evaluations = scheme(system, method, iterations=iterations).evaluations
-    return _trajectory(inputs, paths, method=method, substeps=substeps, iterations=iterations,
-                       evaluations=evaluations)
+    return _trajectory(inputs, paths, method=method, substeps=substeps, iterations=iterations, evaluations=evaluations)
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -253,11 +271,14 @@ def _adaptive(system, q0, qd0, t, *, method, tau, rtol, atol, max_steps, jit_com
 
     for attr in ("acceleration",):
         if not callable(getattr(system, attr, None)):
-            raise TypeError(f"system must provide a callable {attr}(...) for method={method!r}; "
-                            f"got {type(system).__name__}")
+            raise TypeError(
+                f"system must provide a callable {attr}(...) for method={method!r}; got {type(system).__name__}"
+            )
     if callable(tau):
-        raise ValueError(f"method {method!r} takes tau as samples on t or None, not a controller "
-                         "(its trajectories have their own times); use 'rk4' or 'verlet'")
+        raise ValueError(
+            f"method {method!r} takes tau as samples on t or None, not a controller "
+            "(its trajectories have their own times); use 'rk4' or 'verlet'"
+        )
     max_steps = _validate.positive("max_steps", max_steps, integer=True)
     dtype = _system_dtype(system, q0)
     inputs = _inputs(system, q0, qd0, t, tau, dtype)
@@ -268,31 +289,45 @@ def _adaptive(system, q0, qd0, t, *, method, tau, rtol, atol, max_steps, jit_com
         if not isinstance(value, (tf.Tensor, tf.Variable)):
             array = np.asarray(value, dtype=np.float64)
             if array.ndim > 1 or not (np.all(np.isfinite(array)) and np.all(array > 0)):
-                raise ValueError(f"{name} must be a positive finite number or an array (B,); "
-                                 f"got {value!r}")
+                raise ValueError(f"{name} must be a positive finite number or an array (B,); got {value!r}")
         tolerances.append(value)
     with tf.control_dependencies(inputs.checks):
         q0 = tf.identity(inputs.q0)
     y0 = tf.concat([q0, inputs.qd0], axis=1)
     tau_samples = None
     if tau is not None:
-        tau_samples = tf.broadcast_to(
-            inputs.tau_samples, tf.stack([tf.shape(y0)[0], tf.shape(inputs.t)[0], inputs.n]))
-    result = solve(system, y0, inputs.t, method=method, tau_samples=tau_samples,
-                   rtol=tolerances[0], atol=tolerances[1], max_steps=max_steps,
-                   jit_compile=jit_compile, dtype=dtype)
+        tau_samples = tf.broadcast_to(inputs.tau_samples, tf.stack([tf.shape(y0)[0], tf.shape(inputs.t)[0], inputs.n]))
+    result = solve(
+        system,
+        y0,
+        inputs.t,
+        method=method,
+        tau_samples=tau_samples,
+        rtol=tolerances[0],
+        atol=tolerances[1],
+        max_steps=max_steps,
+        jit_compile=jit_compile,
+        dtype=dtype,
+    )
     eager = tf.executing_eagerly()
     failed_at = result.failed_at.numpy().astype(np.float64) if eager else None
     metadata = {"rtol": rtol, "atol": atol, "max_steps": max_steps}
     if eager:
-        metadata.update(n_accepted=result.n_accepted.numpy().tolist(),
-                        n_rejected=result.n_rejected.numpy().tolist())
+        metadata.update(n_accepted=result.n_accepted.numpy().tolist(), n_rejected=result.n_rejected.numpy().tolist())
     else:
         metadata.update(failed_at=result.failed_at, status=result.status)
     return Trajectory(
-        t=inputs.t_np if eager else inputs.t, q=result.q, qd=result.qd, qdd=result.qdd,
-        tau=result.tau, energy=result.energy, nfev=int(result.nfev.numpy()) if eager else 0,
-        method=method, metadata=metadata, failed_at=failed_at)
+        t=inputs.t_np if eager else inputs.t,
+        q=result.q,
+        qd=result.qd,
+        qdd=result.qdd,
+        tau=result.tau,
+        energy=result.energy,
+        nfev=int(result.nfev.numpy()) if eager else 0,
+        method=method,
+        metadata=metadata,
+        failed_at=failed_at,
+    )
 
 
 def _check_options(system, method: str, substeps, iterations) -> tuple[int, int]:
@@ -305,8 +340,7 @@ def _check_options(system, method: str, substeps, iterations) -> tuple[int, int]
     for attr in needed:
         if not callable(getattr(system, attr, None)):
             raise TypeError(
-                f"system must provide a callable {attr}(...) for method={method!r}; "
-                f"got {type(system).__name__}"
+                f"system must provide a callable {attr}(...) for method={method!r}; got {type(system).__name__}"
             )
     return substeps, iterations
 
@@ -320,22 +354,32 @@ def _inputs(system, q0, qd0, t, tau, dtype: tf.DType) -> _Inputs:
     batch_q, batch_qd = q0.shape[0], qd0.shape[0]
     if batch_q is not None and batch_qd is not None and batch_q != batch_qd:
         raise ValueError(
-            f"q0 and qd0 must have the same batch size, got shapes {tuple(q0.shape)} "
-            f"and {tuple(qd0.shape)}"
+            f"q0 and qd0 must have the same batch size, got shapes {tuple(q0.shape)} and {tuple(qd0.shape)}"
         )
     checks = []
     if batch_q is None or batch_qd is None:
-        checks.append(tf.debugging.assert_equal(
-            tf.shape(q0)[0], tf.shape(qd0)[0],
-            message="q0 and qd0 must have the same batch size"))
+        checks.append(
+            tf.debugging.assert_equal(
+                tf.shape(q0)[0], tf.shape(qd0)[0], message="q0 and qd0 must have the same batch size"
+            )
+        )
     batch = batch_q if batch_q is not None else batch_qd
     n_t = None if t_np is None else t_np.shape[0]
     controller = tau if callable(tau) else None
     tau_samples, tau_checks = _torque.tensor_samples(
-        None if controller is not None else tau, n=n, n_t=n_t, batch=batch, dtype=dtype,
-        t=t_tensor, q0=q0)
-    return _Inputs(n=n, q0=q0, qd0=qd0, t=t_tensor, t_np=t_np, batch=batch,
-                   tau_samples=tau_samples, controller=controller, checks=checks + tau_checks)
+        None if controller is not None else tau, n=n, n_t=n_t, batch=batch, dtype=dtype, t=t_tensor, q0=q0
+    )
+    return _Inputs(
+        n=n,
+        q0=q0,
+        qd0=qd0,
+        t=t_tensor,
+        t_np=t_np,
+        batch=batch,
+        tau_samples=tau_samples,
+        controller=controller,
+        checks=checks + tau_checks,
+    )
 
 
 def _system_dtype(system, q0) -> tf.DType:
@@ -381,17 +425,14 @@ def _as_times(t, dtype: tf.DType):
 
 def _symbolic_times(t: tf.Tensor, dtype: tf.DType) -> tf.Tensor:
     """``t`` cast to ``dtype`` behind run-time assertions of :func:`lnn._grid.time_grid`'s rules."""
-    if t.shape.rank is not None and (t.shape.rank != 1 or (t.shape[0] is not None
-                                                           and t.shape[0] < 2)):
+    if t.shape.rank is not None and (t.shape.rank != 1 or (t.shape[0] is not None and t.shape[0] < 2)):
         raise ValueError(f"t must have shape (T,) with T >= 2, got shape {tuple(t.shape)}")
     x = tf.cast(t, dtype)
     steps = x[1:] - x[:-1]
     checks = [
         tf.debugging.assert_rank(x, 1, message="t must have shape (T,)"),
-        tf.debugging.assert_greater_equal(tf.size(x), 2,
-                                          message="t must have shape (T,) with T >= 2"),
-        tf.debugging.assert_greater(steps, tf.zeros_like(steps),
-                                    message="t must be finite and strictly increasing"),
+        tf.debugging.assert_greater_equal(tf.size(x), 2, message="t must have shape (T,) with T >= 2"),
+        tf.debugging.assert_greater(steps, tf.zeros_like(steps), message="t must be finite and strictly increasing"),
         tf.debugging.assert_all_finite(x, "t must be finite and strictly increasing"),
     ]
     with tf.control_dependencies(checks):
@@ -431,9 +472,16 @@ def _integrator(system, *, method, substeps, iterations, controller, jit_compile
     except TypeError:  # neither weak-referenceable nor hashable: no cache
         per_system = {}
     if key not in per_system:
-        per_system[key] = _build(system, method=method, substeps=substeps,
-                                 iterations=iterations, controller=controller,
-                                 jit_compile=jit_compile, n=n, dtype=dtype)
+        per_system[key] = _build(
+            system,
+            method=method,
+            substeps=substeps,
+            iterations=iterations,
+            controller=controller,
+            jit_compile=jit_compile,
+            n=n,
+            dtype=dtype,
+        )
     return per_system[key]
 
 
@@ -474,8 +522,7 @@ def _build(system, *, method, substeps, iterations, controller, jit_compile, n, 
     spec_state = tf.TensorSpec([None, n], dtype)
     return tf.function(
         _runtime.xla_body(run) if jit_compile else run,
-        input_signature=[spec_state, spec_state, tf.TensorSpec([None], dtype),
-                         tf.TensorSpec([None, None, n], dtype)],
+        input_signature=[spec_state, spec_state, tf.TensorSpec([None], dtype), tf.TensorSpec([None, None, n], dtype)],
         jit_compile=jit_compile,
         reduce_retracing=True,
     )
@@ -492,12 +539,16 @@ def _at_samples(system, q, qd, tau):
     qdd = tf.reshape(system.acceleration(q_flat, qd_flat, tf.reshape(tau, flat)), shape)
     energy = tf.reshape(system.energy(q_flat, qd_flat), shape[:2])
     perm = [1, 0, 2]
-    return (tf.transpose(q, perm), tf.transpose(qd, perm), tf.transpose(qdd, perm),
-            tf.transpose(tau, perm), tf.transpose(energy))
+    return (
+        tf.transpose(q, perm),
+        tf.transpose(qd, perm),
+        tf.transpose(qdd, perm),
+        tf.transpose(tau, perm),
+        tf.transpose(energy),
+    )
 
 
-def _trajectory(inputs: _Inputs, paths, *, method: str, substeps: int, iterations: int,
-                evaluations: int) -> Trajectory:
+def _trajectory(inputs: _Inputs, paths, *, method: str, substeps: int, iterations: int, evaluations: int) -> Trajectory:
     """The :class:`lnn.Trajectory` of a run: concrete ``t`` eagerly, symbolic in a graph."""
     q, qd, qdd, tau, energy = paths
     n_t = inputs.n_t
@@ -508,6 +559,12 @@ def _trajectory(inputs: _Inputs, paths, *, method: str, substeps: int, iteration
     nfev = 0 if n_t is None else evaluations * substeps * (n_t - 1) + n_t
     return Trajectory(
         t=inputs.t_np if tf.executing_eagerly() else inputs.t,
-        q=q, qd=qd, qdd=qdd, tau=tau, energy=energy, nfev=nfev, method=method,
+        q=q,
+        qd=qd,
+        qdd=qdd,
+        tau=tau,
+        energy=energy,
+        nfev=nfev,
+        method=method,
         metadata={"substeps": substeps, "iterations": iterations},
     )

@@ -84,20 +84,14 @@ class Trajectory:
             raise ValueError(f"Trajectory.t must have shape (T,), got shape {_shown(t)}")
         expected = _static_shape(self.q)
         if expected is None or len(expected) != 3 or not _fits(expected[1:2], t):
-            raise ValueError(
-                f"Trajectory.q must have shape (B, T={t[0]}, n), got shape {_shown(expected)}"
-            )
+            raise ValueError(f"Trajectory.q must have shape (B, T={t[0]}, n), got shape {_shown(expected)}")
         for name in ("qd", "qdd", "tau"):
             shape = _static_shape(getattr(self, name))
             if not _fits(shape, expected):
-                raise ValueError(f"Trajectory.{name} must have shape {_shown(expected)}, "
-                                 f"got shape {_shown(shape)}")
+                raise ValueError(f"Trajectory.{name} must have shape {_shown(expected)}, got shape {_shown(shape)}")
         shape = _static_shape(self.energy)
         if not _fits(shape, expected[:2]):
-            raise ValueError(
-                f"Trajectory.energy must have shape {_shown(expected[:2])}, "
-                f"got shape {_shown(shape)}"
-            )
+            raise ValueError(f"Trajectory.energy must have shape {_shown(expected[:2])}, got shape {_shown(shape)}")
         batch = expected[0]
         if self.failed_at is None:
             if batch is not None and not self.symbolic:
@@ -105,8 +99,7 @@ class Trajectory:
         else:
             failed_at = np.asarray(self.failed_at, dtype=np.float64)
             if failed_at.shape != (batch,) and batch is not None:
-                raise ValueError(f"Trajectory.failed_at must have shape ({batch},), "
-                                 f"got shape {failed_at.shape}")
+                raise ValueError(f"Trajectory.failed_at must have shape ({batch},), got shape {failed_at.shape}")
             object.__setattr__(self, "failed_at", failed_at)
         object.__setattr__(self, "failures", tuple(self.failures))
 
@@ -123,8 +116,10 @@ class Trajectory:
 
     def _require_values(self, what: str) -> None:
         if self.symbolic:
-            raise TypeError(f"Trajectory.{what} needs values; this trajectory holds symbolic "
-                            "tensors (it was built inside a tf.function): call it outside")
+            raise TypeError(
+                f"Trajectory.{what} needs values; this trajectory holds symbolic "
+                "tensors (it was built inside a tf.function): call it outside"
+            )
 
     @property
     def n_trajectories(self) -> int:
@@ -136,7 +131,7 @@ class Trajectory:
         """Number of degrees of freedom ``n``."""
         return self.q.shape[2]
 
-    def __getitem__(self, index) -> "Trajectory":
+    def __getitem__(self, index) -> Trajectory:
         """Select trajectories (an int, slice or index array over ``B``), keeping the batch axis."""
         if isinstance(index, (int, np.integer)):
             index = slice(index, index + 1 if index != -1 else None)
@@ -156,7 +151,7 @@ class Trajectory:
             failures=_renumbered(self.failures, kept),
         )
 
-    def until(self, t_stop: float) -> "Trajectory":
+    def until(self, t_stop: float) -> Trajectory:
         """The samples with ``t <= t_stop`` (a prefix in time, all trajectories).
 
         Parameters
@@ -169,9 +164,15 @@ class Trajectory:
             raise ValueError(f"t_stop must be a finite time >= t[0] = {self.t[0]:g}, got {t_stop!r}")
         k = int(np.searchsorted(self.t, t_stop, side="right"))
         return Trajectory(
-            t=self.t[:k], q=self.q[:, :k], qd=self.qd[:, :k], qdd=self.qdd[:, :k],
-            tau=self.tau[:, :k], energy=self.energy[:, :k], nfev=self.nfev,
-            method=self.method, metadata=dict(self.metadata),
+            t=self.t[:k],
+            q=self.q[:, :k],
+            qd=self.qd[:, :k],
+            qdd=self.qdd[:, :k],
+            tau=self.tau[:, :k],
+            energy=self.energy[:, :k],
+            nfev=self.nfev,
+            method=self.method,
+            metadata=dict(self.metadata),
             failed_at=np.where(self.failed_at <= t_stop, self.failed_at, np.nan),
             failures=tuple(f for f in self.failures if f.time <= t_stop),
         )
@@ -192,9 +193,14 @@ class Trajectory:
         write_npz(
             path,
             {
-                "t": self.t, "q": self.q, "qd": self.qd, "qdd": self.qdd,
-                "tau": self.tau, "energy": self.energy,
-                "nfev": np.asarray(self.nfev), "method": np.asarray(self.method),
+                "t": self.t,
+                "q": self.q,
+                "qd": self.qd,
+                "qdd": self.qdd,
+                "tau": self.tau,
+                "energy": self.energy,
+                "nfev": np.asarray(self.nfev),
+                "method": np.asarray(self.method),
                 "failed_at": np.asarray(self.failed_at, dtype=np.float64),
             },
             kind="trajectory",
@@ -203,17 +209,22 @@ class Trajectory:
         )
 
     @classmethod
-    def load(cls, path) -> "Trajectory":
+    def load(cls, path) -> Trajectory:
         """Read a trajectory written by :meth:`save`."""
         from lnn._io import read_npz
 
-        arrays, metadata = read_npz(path, kind="trajectory",
-                                    required=("t", "q", "qd", "qdd", "tau", "energy"))
+        arrays, metadata = read_npz(path, kind="trajectory", required=("t", "q", "qd", "qdd", "tau", "energy"))
         return cls(
-            t=arrays["t"], q=arrays["q"], qd=arrays["qd"], qdd=arrays["qdd"],
-            tau=arrays["tau"], energy=arrays["energy"],
-            nfev=int(arrays.get("nfev", 0)), method=str(arrays.get("method", "")),
-            metadata=metadata, failed_at=arrays.get("failed_at"),
+            t=arrays["t"],
+            q=arrays["q"],
+            qd=arrays["qd"],
+            qdd=arrays["qdd"],
+            tau=arrays["tau"],
+            energy=arrays["energy"],
+            nfev=int(arrays.get("nfev", 0)),
+            method=str(arrays.get("method", "")),
+            metadata=metadata,
+            failed_at=arrays.get("failed_at"),
         )
 
 
@@ -222,8 +233,9 @@ def _renumbered(failures: tuple, kept) -> tuple:
     if not failures:
         return ()
     position = {int(old): new for new, old in enumerate(np.atleast_1d(kept))}
-    return tuple(type(f)(index=position[f.index], time=f.time, reason=f.reason)
-                 for f in failures if f.index in position)
+    return tuple(
+        type(f)(index=position[f.index], time=f.time, reason=f.reason) for f in failures if f.index in position
+    )
 
 
 # ----------------------------------------------------------------------------- shapes (no TF)
@@ -242,8 +254,12 @@ def _static_shape(x) -> tuple | None:
 
 def _fits(shape, expected) -> bool:
     """Whether two static shapes agree wherever both dimensions are known."""
-    return (shape is not None and expected is not None and len(shape) == len(expected)
-            and all(a is None or b is None or a == b for a, b in zip(shape, expected)))
+    return (
+        shape is not None
+        and expected is not None
+        and len(shape) == len(expected)
+        and all(a is None or b is None or a == b for a, b in zip(shape, expected))
+    )
 
 
 def _shown(shape) -> str:
@@ -253,5 +269,4 @@ def _shown(shape) -> str:
 
 def _is_symbolic(x) -> bool:
     """A graph tensor: it has a static shape but no value (no ``numpy()``) until the graph runs."""
-    return (not isinstance(x, np.ndarray) and hasattr(x, "shape") and hasattr(x, "dtype")
-            and not hasattr(x, "numpy"))
+    return not isinstance(x, np.ndarray) and hasattr(x, "shape") and hasattr(x, "dtype") and not hasattr(x, "numpy")

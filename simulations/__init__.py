@@ -15,7 +15,8 @@ Coulomb and a torque offset, the model of ``lnn``'s friction terms and of
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from simulations.base import State
 from simulations.cart_pole import CartPole

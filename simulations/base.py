@@ -67,9 +67,7 @@ def as_rng(rng: Any) -> np.random.Generator:
         return rng
     if rng is None or (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)):
         return np.random.default_rng(rng)
-    raise TypeError(
-        f"rng must be a numpy.random.Generator, an int seed or None; got {type(rng).__name__}"
-    )
+    raise TypeError(f"rng must be a numpy.random.Generator, an int seed or None; got {type(rng).__name__}")
 
 
 def check_positive(name: str, value: Any) -> float:

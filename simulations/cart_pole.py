@@ -86,8 +86,9 @@ class CartPole(MechanicalBase):
         tip = np.stack([x + self.pole_length * np.sin(theta), -self.pole_length * np.cos(theta)], axis=-1)
         return np.stack([cart, tip], axis=-2)
 
-    def sample_state(self, n: int, *, rng: Any = None, position_range: float = 1.0,
-                     velocity_scale: float = 1.0) -> State:
+    def sample_state(
+        self, n: int, *, rng: Any = None, position_range: float = 1.0, velocity_scale: float = 1.0
+    ) -> State:
         """Sample ``n`` states around the rail's centre with any pole angle.
 
         ``x`` is uniform in ``[-position_range, position_range]`` m, ``theta``

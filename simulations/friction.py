@@ -94,8 +94,7 @@ class Friction:
         if not (math.isfinite(float(velocity)) and float(velocity) > 0):
             raise ValueError(f"Friction.velocity must be a finite number > 0; got {velocity!r}")
         object.__setattr__(self, "velocity", float(velocity))
-        lengths = {name: len(getattr(self, name)) for name in _FIELDS[:3]
-                   if isinstance(getattr(self, name), tuple)}
+        lengths = {name: len(getattr(self, name)) for name in _FIELDS[:3] if isinstance(getattr(self, name), tuple)}
         if len(set(lengths.values())) > 1:
             raise ValueError(f"Friction's per-joint coefficients must have one length; got lengths {lengths}")
 
@@ -182,8 +181,10 @@ class Friction:
         dict
             ``viscous``, ``coulomb``, ``offset`` (floats or lists) and ``velocity``.
         """
-        return {name: list(v) if isinstance(v, tuple) else v
-                for name, v in ((name, getattr(self, name)) for name in _FIELDS)}
+        return {
+            name: list(v) if isinstance(v, tuple) else v
+            for name, v in ((name, getattr(self, name)) for name in _FIELDS)
+        }
 
 
 def as_friction(value: Any) -> Friction | None:
@@ -209,5 +210,6 @@ def as_friction(value: Any) -> Friction | None:
         if unknown:
             raise TypeError(f"friction has unknown keys {unknown}; expected some of {list(_FIELDS)}")
         return Friction(**value)
-    raise TypeError(f"friction must be a simulations.Friction, its parameters() dict or None; "
-                    f"got {type(value).__name__}: {value!r}")
+    raise TypeError(
+        f"friction must be a simulations.Friction, its parameters() dict or None; got {type(value).__name__}: {value!r}"
+    )

@@ -277,10 +277,17 @@ class URDFRobot(MechanicalBase):
             raise FileNotFoundError(f"URDF file not found: {self.path}")
 
     @classmethod
-    def from_urdf(cls, path: str | os.PathLike, locked_joints: tuple[str, ...] = (),
-                  gravity: tuple[float, float, float] = (0.0, 0.0, -9.81), *,
-                  name: str = "urdf", friction: Friction | None = None, payload: Payload | None = None,
-                  missing_links: str = "error") -> URDFRobot:
+    def from_urdf(
+        cls,
+        path: str | os.PathLike,
+        locked_joints: tuple[str, ...] = (),
+        gravity: tuple[float, float, float] = (0.0, 0.0, -9.81),
+        *,
+        name: str = "urdf",
+        friction: Friction | None = None,
+        payload: Payload | None = None,
+        missing_links: str = "error",
+    ) -> URDFRobot:
         """Load a robot from a URDF file and parse it at once (errors surface here).
 
         Parameters
@@ -312,8 +319,15 @@ class URDFRobot(MechanicalBase):
             When the file cannot be parsed (the message names the file and, for
             undefined links, the links and the fix).
         """
-        robot = cls(path=path, locked_joints=tuple(locked_joints), gravity=tuple(gravity), name=name,
-                    friction=friction, payload=payload, missing_links=missing_links)
+        robot = cls(
+            path=path,
+            locked_joints=tuple(locked_joints),
+            gravity=tuple(gravity),
+            name=name,
+            friction=friction,
+            payload=payload,
+            missing_links=missing_links,
+        )
         robot._model()
         return robot
 
@@ -341,8 +355,11 @@ class URDFRobot(MechanicalBase):
                 model = pin.buildReducedModel(full, ids, pin.neutral(full))
             else:
                 model = full
-            unsupported = [f"{name!r} ({j.shortname()}, nq={j.nq}, nv={j.nv})"
-                           for name, j in zip(model.names[1:], model.joints[1:]) if j.nq != 1 or j.nv != 1]
+            unsupported = [
+                f"{name!r} ({j.shortname()}, nq={j.nq}, nv={j.nv})"
+                for name, j in zip(model.names[1:], model.joints[1:])
+                if j.nq != 1 or j.nv != 1
+            ]
             if unsupported:
                 raise ValueError(
                     f"only revolute and prismatic joints are supported (a continuous joint can be given "
@@ -353,8 +370,7 @@ class URDFRobot(MechanicalBase):
                 self._attach(pin, model, self.payload)
             if self.friction is not None:
                 self.friction.check_joints(model.nv, f"{self.name} robot {self.path}")
-            angular = tuple(j.shortname().startswith(("JointModelR", "JointModelRevolute"))
-                            for j in model.joints[1:])
+            angular = tuple(j.shortname().startswith(("JointModelR", "JointModelRevolute")) for j in model.joints[1:])
             cache = (pin, model, model.createData(), angular)
             object.__setattr__(self, "_cache", cache)
         return cache
@@ -366,8 +382,9 @@ class URDFRobot(MechanicalBase):
         else:
             if not model.existFrame(payload.frame):
                 frames = [f.name for f in model.frames]
-                raise ValueError(f"payload frame {payload.frame!r} is not a frame of {self.path}; "
-                                 f"its frames are {frames}")
+                raise ValueError(
+                    f"payload frame {payload.frame!r} is not a frame of {self.path}; its frames are {frames}"
+                )
             frame = model.frames[model.getFrameId(payload.frame)]
             joint, placement = frame.parentJoint, frame.placement
         body = pin.Inertia(payload.mass, np.array(payload.com), payload.inertia_matrix)
@@ -504,6 +521,7 @@ class URDFRobot(MechanicalBase):
         n = model.nv
         torque = self._friction_torque(qd)
         if torque is None:
+
             def _one(qi, vi, ti):
                 ddq_dq, ddq_dv, _ = pin.computeABADerivatives(model, data, qi, vi, ti)
                 return np.concatenate([ddq_dq, ddq_dv], axis=1)
@@ -519,8 +537,7 @@ class URDFRobot(MechanicalBase):
 
         return self._loop(_with_friction, (n, 2 * n), q, qd, tau - torque, slope)
 
-    def sample_state(self, n: int, *, rng: Any = None, margin: float = 0.05,
-                     velocity_scale: float = 1.0) -> State:
+    def sample_state(self, n: int, *, rng: Any = None, margin: float = 0.05, velocity_scale: float = 1.0) -> State:
         """Sample ``n`` states uniformly within the joint limits.
 
         Each joint is uniform in its URDF limits shrunk by ``margin`` times the
@@ -561,9 +578,14 @@ class URDFRobot(MechanicalBase):
         return State(q=q, qd=qd)
 
 
-def panda(*, path: str | os.PathLike | None = None, locked_joints: tuple[str, ...] = _PANDA_FINGERS,
-          gravity: tuple[float, float, float] = (0.0, 0.0, -9.81), friction: Friction | None = None,
-          payload: Payload | None = None) -> URDFRobot:
+def panda(
+    *,
+    path: str | os.PathLike | None = None,
+    locked_joints: tuple[str, ...] = _PANDA_FINGERS,
+    gravity: tuple[float, float, float] = (0.0, 0.0, -9.81),
+    friction: Friction | None = None,
+    payload: Payload | None = None,
+) -> URDFRobot:
     """The 7-DOF Franka Emika Panda of ``example-robot-data``, fingers locked closed.
 
     Parameters
@@ -597,5 +619,6 @@ def panda(*, path: str | os.PathLike | None = None, locked_joints: tuple[str, ..
     _import_pinocchio()
     if path is None:
         path = example_robot_data_path(_PANDA_URDF)
-    return URDFRobot.from_urdf(path, tuple(locked_joints), tuple(gravity), name="panda", friction=friction,
-                               payload=payload)
+    return URDFRobot.from_urdf(
+        path, tuple(locked_joints), tuple(gravity), name="panda", friction=friction, payload=payload
+    )

@@ -31,8 +31,9 @@ def test_baseline_rolls_out_like_any_system(pendulum_data):
     model = AccelerationMLP(1, hidden=(8,), angular=system.angular, dtype="float64", seed=1)
     t = np.linspace(0.0, 0.5, 11)
     trajectory = lnn.rollout(model, np.array([[0.3]]), np.array([[0.0]]), t)
-    np.testing.assert_allclose(trajectory.qdd[0], model.numpy_acceleration(trajectory.q[0], trajectory.qd[0]),
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        trajectory.qdd[0], model.numpy_acceleration(trajectory.q[0], trajectory.qd[0]), rtol=1e-12
+    )
 
 
 def test_baseline_save_load_bit_identical(tmp_path):
@@ -49,12 +50,15 @@ def test_baseline_save_load_bit_identical(tmp_path):
     assert loaded.angular == (True, False)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"n_dof": 0}, "n_dof"),
-    ({"n_dof": 2, "hidden": ()}, "hidden"),
-    ({"n_dof": 2, "activation": "cubic"}, "activation"),
-    ({"n_dof": 2, "angular": (True,)}, "angular"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"n_dof": 0}, "n_dof"),
+        ({"n_dof": 2, "hidden": ()}, "hidden"),
+        ({"n_dof": 2, "activation": "cubic"}, "activation"),
+        ({"n_dof": 2, "angular": (True,)}, "angular"),
+    ],
+)
 def test_baseline_rejects_bad_configuration(kwargs, match):
     n_dof = kwargs.pop("n_dof")
     with pytest.raises(ValueError, match=match):

@@ -19,13 +19,13 @@ def _log(path, *, duration=3.0, step=2e-3, seed=0, gap=None):
         t = t[(t < gap[0]) | (t >= gap[0] + gap[1])]
     t = np.concatenate([t[:10], t[9:]])  # one repeated sample
     q = np.column_stack([np.sin(2 * np.pi * 0.8 * t), 0.5 * np.cos(2 * np.pi * 1.3 * t)])
-    qd = np.column_stack([2 * np.pi * 0.8 * np.cos(2 * np.pi * 0.8 * t),
-                          -0.5 * 2 * np.pi * 1.3 * np.sin(2 * np.pi * 1.3 * t)])
+    qd = np.column_stack(
+        [2 * np.pi * 0.8 * np.cos(2 * np.pi * 0.8 * t), -0.5 * 2 * np.pi * 1.3 * np.sin(2 * np.pi * 1.3 * t)]
+    )
     q = q + rng.normal(0.0, 1e-4, q.shape)
     tau = np.column_stack([np.cos(t), np.sin(t)])
     table = np.column_stack([t, q, qd, tau])
-    np.savetxt(path, table, delimiter=",", header="time,pos1,pos2,vel1,vel2,tau1,tau2",
-               comments="", fmt="%.17g")
+    np.savetxt(path, table, delimiter=",", header="time,pos1,pos2,vel1,vel2,tau1,tau2", comments="", fmt="%.17g")
     return path
 
 
@@ -43,8 +43,7 @@ def test_import_writes_the_dataset_of_import_csv_and_prints_the_report(tmp_path,
     assert "measured qd vs d(q)/dt: lag" in out
     assert f"wrote {output}: 3 trajectory(ies)" in out and "dt=0.002" in out
     data = Dataset.load(output)
-    expected = import_csv(logs, time="time", q=["pos1", "pos2"], qd=["vel1", "vel2"],
-                          tau=["tau1", "tau2"]).dataset
+    expected = import_csv(logs, time="time", q=["pos1", "pos2"], qd=["vel1", "vel2"], tau=["tau1", "tau2"]).dataset
     np.testing.assert_array_equal(data.qdd, expected.qdd)
     np.testing.assert_array_equal(data.trajectory, expected.trajectory)
     assert data.dt == pytest.approx(2e-3, rel=1e-4)  # the jitter averages out
@@ -64,8 +63,25 @@ def test_import_refuses_to_overwrite_without_overwrite(tmp_path, capsys):
 def test_import_options_reach_the_library(tmp_path, capsys):
     log = _log(tmp_path / "a.csv")
     output = tmp_path / "data.npz"
-    code = main(["import", str(log), "--time", "0", "--q", "1,2", "--tau", "5,6", "-o",
-                 str(output), "--window", "51", "--angular", "1,0", "--no-trim"])
+    code = main(
+        [
+            "import",
+            str(log),
+            "--time",
+            "0",
+            "--q",
+            "1,2",
+            "--tau",
+            "5,6",
+            "-o",
+            str(output),
+            "--window",
+            "51",
+            "--angular",
+            "1,0",
+            "--no-trim",
+        ]
+    )
     assert code == 0
     assert "windows qd 51,51, qdd 51,51" in capsys.readouterr().out
     data = Dataset.load(output)
@@ -73,11 +89,14 @@ def test_import_options_reach_the_library(tmp_path, capsys):
     assert abs(len(data) - 1501) <= 1  # 3 s at 2 ms, untrimmed
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["--q", "pos1,nope"], "no column named 'nope'; the columns are: time, pos1, pos2"),
-    (["--angular", "1"], "--angular must be all, none or 2 comma-separated 0/1"),
-    (["--q", "pos1,,pos2"], "--q must be comma-separated column names or indices"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--q", "pos1,nope"], "no column named 'nope'; the columns are: time, pos1, pos2"),
+        (["--angular", "1"], "--angular must be all, none or 2 comma-separated 0/1"),
+        (["--q", "pos1,,pos2"], "--q must be comma-separated column names or indices"),
+    ],
+)
 def test_import_errors_are_one_line_naming_what_was_wrong(tmp_path, capsys, extra, message):
     log = _log(tmp_path / "a.csv")
     args = ["--time", "time", "--q", "pos1,pos2", "--tau", "tau1,tau2", *extra]

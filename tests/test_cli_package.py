@@ -64,9 +64,11 @@ def test_common_imports_no_verb():
 
 
 def test_the_import_checker_sees_every_form_of_import(tmp_path):
-    source = ("import lnn.cli.plot\n"
-              "from lnn.cli import train\n"
-              "def f():\n    from .rollout import make_system\n    from . import demo\n")
+    source = (
+        "import lnn.cli.plot\n"
+        "from lnn.cli import train\n"
+        "def f():\n    from .rollout import make_system\n    from . import demo\n"
+    )
     path = tmp_path / "fake.py"
     path.write_text(source)
     imported = _imported_modules(path)

@@ -25,26 +25,47 @@ DURATION, DT, SEED, B = 0.4, 0.05, 3, 2
 def files(tmp_path_factory):
     """A small untrained float64 model, its rollout pair, a training log and a dataset."""
     root = tmp_path_factory.mktemp("cli_plot")
-    model = lnn.LagrangianNetwork(2, kind="structured", hidden=(8, 8), angular=(True, True),
-                                  dtype="float64", seed=0)
+    model = lnn.LagrangianNetwork(2, kind="structured", hidden=(8, 8), angular=(True, True), dtype="float64", seed=0)
     model.mass_matrix(np.zeros((1, 2)), np.zeros((1, 2)))  # build the weights
     model.save(root / "model.keras")
-    code = main(["rollout", str(root / "model.keras"), "--system", "double-pendulum",
-                 "--param", "m2=1.5", "--trajectories", str(B), "--duration", str(DURATION),
-                 "--dt", str(DT), "--seed", str(SEED), "-o", str(root / "rollout.npz")])
+    code = main(
+        [
+            "rollout",
+            str(root / "model.keras"),
+            "--system",
+            "double-pendulum",
+            "--param",
+            "m2=1.5",
+            "--trajectories",
+            str(B),
+            "--duration",
+            str(DURATION),
+            "--dt",
+            str(DT),
+            "--seed",
+            str(SEED),
+            "-o",
+            str(root / "rollout.npz"),
+        ]
+    )
     assert code == 0
-    history = lnn.History(epoch=np.arange(5), train={"total": np.linspace(1, 0.2, 5),
-                                                     "acceleration": np.linspace(1, 0.2, 5)},
-                          validation={"total": np.array([1.1, 0.6, 0.4, 0.45, 0.5])},
-                          lr=np.full(5, 1e-3), time=np.arange(5.0), best_epoch=2, best_loss=0.4,
-                          stopped_reason="epochs", traces=1)
+    history = lnn.History(
+        epoch=np.arange(5),
+        train={"total": np.linspace(1, 0.2, 5), "acceleration": np.linspace(1, 0.2, 5)},
+        validation={"total": np.array([1.1, 0.6, 0.4, 0.45, 0.5])},
+        lr=np.full(5, 1e-3),
+        time=np.arange(5.0),
+        best_epoch=2,
+        best_loss=0.4,
+        stopped_reason="epochs",
+        traces=1,
+    )
     rows = history.as_rows()
     with open(root / "log.csv", "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    dataset = lnn.generate(simulations.DoublePendulum(), n_trajectories=2, duration=0.3, dt=0.05,
-                           seed=0)
+    dataset = lnn.generate(simulations.DoublePendulum(), n_trajectories=2, duration=0.3, dt=0.05, seed=0)
     dataset.save(root / "dataset.npz")
     return root
 
@@ -96,8 +117,22 @@ def test_plot_every_kind_from_the_files(kind, files, capsys):
 @pytest.mark.slow
 def test_plot_animate_writes_a_gif_with_one_frame_per_sample(files):
     output = files / "pendulum.gif"
-    assert main(["plot", "animate", str(files / "rollout.npz"), "-o", str(output),
-                 "--fps", "20", "--layout", "side-by-side"]) == 0
+    assert (
+        main(
+            [
+                "plot",
+                "animate",
+                str(files / "rollout.npz"),
+                "-o",
+                str(output),
+                "--fps",
+                "20",
+                "--layout",
+                "side-by-side",
+            ]
+        )
+        == 0
+    )
     with Image.open(output) as image:
         frames = sum(1 for _ in ImageSequence.Iterator(image))
     assert frames == int(round(DURATION / DT)) + 1  # dt = 1 / fps: every sample is a frame
@@ -111,8 +146,7 @@ def test_plot_reads_trajectory_and_dataset_files(files, tmp_path):
     learned.save(tmp_path / "learned.npz")
     for kind in ("trajectory", "error"):
         output = tmp_path / f"{kind}.png"
-        assert main(["plot", kind, str(tmp_path / "true.npz"), str(tmp_path / "learned.npz"),
-                     "-o", str(output)]) == 0
+        assert main(["plot", kind, str(tmp_path / "true.npz"), str(tmp_path / "learned.npz"), "-o", str(output)]) == 0
         check_png(output)
     assert main(["plot", "energy", str(files / "dataset.npz"), "-o", str(tmp_path / "e.svg")]) == 0
     assert "<svg" in (tmp_path / "e.svg").read_text()[:500]
@@ -131,12 +165,10 @@ def test_plot_refuses_to_overwrite_and_reports_bad_input(files, tmp_path, capsys
     assert main(["plot", "trajectory", dataset, "-o", str(tmp_path / "t.gif")]) == 2
     assert "-o must end in one of .png, .pdf, .svg" in capsys.readouterr().err
     assert main(["plot", "animate", dataset, "-o", str(tmp_path / "a.png")]) == 2
-    assert main(["plot", "history", str(tmp_path / "missing.csv"), "-o",
-                 str(tmp_path / "h.png")]) == 2
+    assert main(["plot", "history", str(tmp_path / "missing.csv"), "-o", str(tmp_path / "h.png")]) == 2
     assert "no such input file" in capsys.readouterr().err
     (tmp_path / "notes.txt").write_text("hello")
-    assert main(["plot", "trajectory", str(tmp_path / "notes.txt"), "-o",
-                 str(tmp_path / "n.png")]) == 2
+    assert main(["plot", "trajectory", str(tmp_path / "notes.txt"), "-o", str(tmp_path / "n.png")]) == 2
     assert "expected .npz, .keras or .csv" in capsys.readouterr().err
     bare = tmp_path / "bare.npz"
     replace(lnn.Dataset.load(dataset).as_trajectory(), metadata={}).save(bare)  # no system named
@@ -146,13 +178,28 @@ def test_plot_refuses_to_overwrite_and_reports_bad_input(files, tmp_path, capsys
 
 def test_rollout_rejects_bad_options(files, tmp_path, capsys):
     model = str(files / "model.keras")
-    assert main(["rollout", model, "--system", "double-pendulum", "--duration", "-1",
-                 "-o", str(tmp_path / "r.npz")]) == 2
+    assert (
+        main(["rollout", model, "--system", "double-pendulum", "--duration", "-1", "-o", str(tmp_path / "r.npz")]) == 2
+    )
     assert "--duration must be a positive number" in capsys.readouterr().err
     assert main(["rollout", model, "--system", "no-such-system", "-o", str(tmp_path / "r.npz")]) == 2
     assert "known systems" in capsys.readouterr().err
-    assert main(["rollout", model, "--system", "double-pendulum",
-                 "-o", str(tmp_path / "r.txt")]) == 2
-    assert main(["rollout", model, "--system", "cart-pole", "--trajectories", "1",
-                 "--duration", "0.1", "-o", str(files / "rollout.npz")]) == 2
+    assert main(["rollout", model, "--system", "double-pendulum", "-o", str(tmp_path / "r.txt")]) == 2
+    assert (
+        main(
+            [
+                "rollout",
+                model,
+                "--system",
+                "cart-pole",
+                "--trajectories",
+                "1",
+                "--duration",
+                "0.1",
+                "-o",
+                str(files / "rollout.npz"),
+            ]
+        )
+        == 2
+    )
     assert "refusing to overwrite" in capsys.readouterr().err

@@ -15,8 +15,23 @@ from lnn.data import Dataset
 
 def _simulate(tmp_path, *extra, name="pendulum", output="data.npz"):
     path = tmp_path / output
-    code = main(["simulate", name, "--trajectories", "3", "--duration", "0.5", "--dt", "0.05",
-                 "--seed", "2", "-o", str(path), *extra])
+    code = main(
+        [
+            "simulate",
+            name,
+            "--trajectories",
+            "3",
+            "--duration",
+            "0.5",
+            "--dt",
+            "0.05",
+            "--seed",
+            "2",
+            "-o",
+            str(path),
+            *extra,
+        ]
+    )
     return code, path
 
 
@@ -35,8 +50,9 @@ def test_simulate_pendulum_writes_a_dataset(tmp_path, capsys):
 
 
 def test_simulate_double_pendulum_with_parameters(tmp_path, capsys):
-    code, path = _simulate(tmp_path, "--param", "m2=2", "--param", "l1=0.5",
-                           "--method", "Radau", name="double-pendulum")
+    code, path = _simulate(
+        tmp_path, "--param", "m2=2", "--param", "l1=0.5", "--method", "Radau", name="double-pendulum"
+    )
     assert code == 0
     data = Dataset.load(path)
     assert data.parameters["m2"] == 2.0 and data.parameters["l1"] == 0.5
@@ -102,25 +118,21 @@ def test_simulate_every_built_in_system(tmp_path, capsys, name):
     if name == "panda":
         pytest.importorskip("pinocchio", reason="the panda needs the robots extra")
     path = tmp_path / f"{name}.npz"
-    code = main(["simulate", name, "--trajectories", "2", "--duration", "0.2", "--dt", "0.05",
-                 "-o", str(path)])
+    code = main(["simulate", name, "--trajectories", "2", "--duration", "0.2", "--dt", "0.05", "-o", str(path)])
     assert code == 0, capsys.readouterr().err
     data = Dataset.load(path)
     system = simulations.make_system(name, **data.parameters)
     assert data.system == name and data.n_dof == system.n_dof and len(data) == 2 * 5
-    np.testing.assert_allclose(system.inverse_dynamics(data.q, data.qd, data.qdd), data.tau,
-                               atol=1e-8)
+    np.testing.assert_allclose(system.inverse_dynamics(data.q, data.qd, data.qdd), data.tau, atol=1e-8)
 
 
 def test_simulate_arm_excitations_gravity_sinusoids_and_sinusoids(tmp_path, capsys):
     arm = simulations.make_system("planar-arm")
-    code, path = _simulate(tmp_path, "--excitation", "gravity-sinusoids", name="planar-arm",
-                           output="gs.npz")
+    code, path = _simulate(tmp_path, "--excitation", "gravity-sinusoids", name="planar-arm", output="gs.npz")
     assert code == 0 and "excitation=gravity-sinusoids" in capsys.readouterr().out
     data = Dataset.load(path)
     np.testing.assert_allclose(arm.inverse_dynamics(data.q, data.qd, data.qdd), data.tau, atol=1e-8)
-    code, path = _simulate(tmp_path, "--excitation", "sinusoids", name="planar-arm",
-                           output="s.npz")
+    code, path = _simulate(tmp_path, "--excitation", "sinusoids", name="planar-arm", output="s.npz")
     assert code == 0 and "excitation=sinusoids" in capsys.readouterr().out
 
 

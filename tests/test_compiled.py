@@ -100,8 +100,9 @@ _DUMPS = textwrap.dedent("""
 def test_xla_compiles_exactly_what_the_log_says(tmp_path):
     """XLA's own dumps (a fresh process) count the same compilations as the package's log."""
     env = dict(os.environ, XLA_FLAGS=f"--xla_dump_to={tmp_path}", TF_CPP_MIN_LOG_LEVEL="2")
-    done = subprocess.run([sys.executable, "-c", _DUMPS, str(tmp_path)], env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", _DUMPS, str(tmp_path)], env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["dumps"][:3] == [0, 0, 0]  # sizes 1, 7, 1024 seen once: nothing compiled
@@ -119,8 +120,14 @@ def test_no_module_but_the_runtime_imports_tensorflow_internals():
         if os.path.basename(path) == "_runtime.py":
             continue
         text = open(path, encoding="utf-8").read()
-        for needle in ("tensorflow.python", "keras.src", "pywrap_tfe", "_flatten_layers",
-                       "summary_pb2", "_inference_function"):
+        for needle in (
+            "tensorflow.python",
+            "keras.src",
+            "pywrap_tfe",
+            "_flatten_layers",
+            "summary_pb2",
+            "_inference_function",
+        ):
             if needle in text:
                 offenders.append((os.path.relpath(path, root), needle))
     assert offenders == []
@@ -148,8 +155,7 @@ def _run_public(flag):
     env.pop("LNN_PUBLIC_TF", None)
     if flag:
         env["LNN_PUBLIC_TF"] = "1"
-    done = subprocess.run([sys.executable, "-c", _PUBLIC], env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run([sys.executable, "-c", _PUBLIC], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -175,8 +181,9 @@ def test_a_missing_internal_warns_once_and_falls_back(monkeypatch):
 def test_fast_caller_falls_back_to_the_concrete_function_when_its_internals_move(monkeypatch):
     import tensorflow as tf
 
-    concrete = tf.function(lambda x: 2.0 * x, input_signature=[tf.TensorSpec((None,), tf.float32)]
-                           ).get_concrete_function()
+    concrete = tf.function(
+        lambda x: 2.0 * x, input_signature=[tf.TensorSpec((None,), tf.float32)]
+    ).get_concrete_function()
 
     class Moved:  # a concrete function without the private attributes
         def __getattr__(self, name):

@@ -10,8 +10,7 @@ import pytest
 import simulations
 from lnn import Trajectory, rollout
 from lnn._io import write_npz
-from lnn.data import (Dataset, Sinusoids, estimate_derivatives, generate,
-                      sum_of_sinusoids)
+from lnn.data import Dataset, Sinusoids, estimate_derivatives, generate, sum_of_sinusoids
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +36,7 @@ def test_generate_samples_true_unforced_rollouts(double_pendulum, small):
     assert small.parameters == double_pendulum.parameters()
     assert small.angular == (True, True)
     np.testing.assert_array_equal(small.tau, 0.0)
-    np.testing.assert_allclose(small.qdd, double_pendulum.acceleration(small.q, small.qd),
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(small.qdd, double_pendulum.acceleration(small.q, small.qd), rtol=1e-12, atol=1e-12)
     energy = small.energy.reshape(5, T)
     np.testing.assert_allclose(energy, energy[:, :1] * np.ones(T), rtol=1e-6, atol=1e-6)
     # The samples are the system's own initial states and rollouts.
@@ -58,8 +56,7 @@ def test_generate_in_batches_matches_one_batch(double_pendulum):
     options = dict(n_trajectories=7, duration=1.0, dt=0.1, seed=0, rtol=1e-11, atol=1e-12)
     one = generate(double_pendulum, batch_size=7, **options)
     reports = []
-    chunked = generate(double_pendulum, batch_size=3, progress=lambda d, n: reports.append((d, n)),
-                       **options)
+    chunked = generate(double_pendulum, batch_size=3, progress=lambda d, n: reports.append((d, n)), **options)
     np.testing.assert_allclose(chunked.q, one.q, atol=1e-8)
     assert reports[-1] == (7, 7)
     assert [d for d, _ in reports] == sorted(d for d, _ in reports)
@@ -67,20 +64,19 @@ def test_generate_in_batches_matches_one_batch(double_pendulum):
 
 def test_generate_with_sinusoid_excitation_satisfies_inverse_dynamics():
     arm = simulations.make_system("planar-arm")
-    data = generate(arm, n_trajectories=3, duration=1.0, dt=0.02, seed=1, tau="sinusoids",
-                    amplitude=[4.0, 2.0])
+    data = generate(arm, n_trajectories=3, duration=1.0, dt=0.02, seed=1, tau="sinusoids", amplitude=[4.0, 2.0])
     assert (np.abs(data.tau).max(axis=0) <= np.array([4.0, 2.0]) + 1e-12).all()
     assert (np.abs(data.tau).max(axis=0) > 0.3).all()
-    np.testing.assert_allclose(arm.inverse_dynamics(data.q, data.qd, data.qdd), data.tau,
-                               atol=1e-9)
+    np.testing.assert_allclose(arm.inverse_dynamics(data.q, data.qd, data.qdd), data.tau, atol=1e-9)
     # The automatic amplitude scales with the system.
     auto = generate(arm, n_trajectories=2, duration=0.2, dt=0.1, seed=1, tau="sinusoids")
     assert (np.abs(auto.tau) > 0).any()
 
 
 def _gravity_sinusoids(arm, **options):
-    kwargs = dict(n_trajectories=4, duration=5.0, dt=0.01, seed=7, tau="gravity-sinusoids",
-                  amplitude=[2.0, 0.7]) | options
+    kwargs = (
+        dict(n_trajectories=4, duration=5.0, dt=0.01, seed=7, tau="gravity-sinusoids", amplitude=[2.0, 0.7]) | options
+    )
     return generate(arm, **kwargs)
 
 
@@ -96,16 +92,14 @@ def test_gravity_sinusoids_record_gravity_compensation_plus_sinusoids():
     np.testing.assert_array_equal(trajectory.qd[:, 0], state.qd)
     zeros = np.zeros_like(trajectory.q)
     gravity = arm.inverse_dynamics(trajectory.q, zeros, zeros)
-    np.testing.assert_allclose(trajectory.tau, gravity + sines.sample(trajectory.t), rtol=0,
-                               atol=1e-12)
+    np.testing.assert_allclose(trajectory.tau, gravity + sines.sample(trajectory.t), rtol=0, atol=1e-12)
     assert np.abs(gravity).max() > 1.0  # the compensation is really there
 
 
 def test_gravity_sinusoids_satisfy_the_true_inverse_dynamics_and_stay_slow():
     arm = simulations.PlanarArm()
     data = _gravity_sinusoids(arm)
-    np.testing.assert_allclose(arm.inverse_dynamics(data.q, data.qd, data.qdd), data.tau,
-                               rtol=0, atol=1e-8)
+    np.testing.assert_allclose(arm.inverse_dynamics(data.q, data.qd, data.qdd), data.tau, rtol=0, atol=1e-8)
     assert np.abs(data.qd).max() < 15.0  # "sinusoids" alone let the arm whirl at ~50 rad/s
     assert np.abs(data.qd).max() > 0.5  # but it moves
     # The automatic amplitude keeps the motion bounded too.
@@ -187,15 +181,17 @@ def test_load_rejects_missing_foreign_corrupt_and_wrong_files(tmp_path, small):
     with pytest.raises(ValueError, match="holds an lnn 'trajectory' file, expected a 'dataset'"):
         Dataset.load(trajectory)
     inconsistent = tmp_path / "inconsistent.npz"
-    arrays = {name: getattr(small, name) for name in
-              ("t", "q", "qd", "qdd", "tau", "trajectory", "energy")}
+    arrays = {name: getattr(small, name) for name in ("t", "q", "qd", "qdd", "tau", "trajectory", "energy")}
     arrays["qd"] = arrays["qd"][:, :1]
     write_npz(inconsistent, arrays, kind="dataset")
     with pytest.raises(ValueError, match=r"inconsistent.npz' holds an invalid dataset.*qd"):
         Dataset.load(inconsistent)
     future = tmp_path / "future.npz"
-    np.savez(future, __lnn_header__=np.asarray(json.dumps(
-        {"format": "lnn", "kind": "dataset", "version": 99, "metadata": {}})), **arrays)
+    np.savez(
+        future,
+        __lnn_header__=np.asarray(json.dumps({"format": "lnn", "kind": "dataset", "version": 99, "metadata": {}})),
+        **arrays,
+    )
     with pytest.raises(ValueError, match="format version 99"):
         Dataset.load(future)
 
@@ -209,8 +205,7 @@ def test_dataset_validates_its_arrays():
     with pytest.raises(ValueError, match="Dataset.trajectory must be integer ids"):
         Dataset(t=np.arange(4.0), q=q, qd=q, qdd=q, tau=q, trajectory=np.zeros(4))
     with pytest.raises(ValueError, match="Dataset.angular must have 2 entries"):
-        Dataset(t=np.arange(4.0), q=q, qd=q, qdd=q, tau=q, trajectory=np.zeros(4, int),
-                angular=(True,))
+        Dataset(t=np.arange(4.0), q=q, qd=q, qdd=q, tau=q, trajectory=np.zeros(4, int), angular=(True,))
 
 
 # -------------------------------------------------------------------- splits
@@ -249,10 +244,16 @@ def _recording(duration=10.0, dt=0.01, *, span=0.2, trajectories=1):
     t = np.arange(int(round(duration / dt))) * dt
     T = t.shape[0]
     q = np.column_stack([np.sin(t), np.cos(t)])
-    return Dataset(t=np.tile(t, trajectories), q=np.tile(q, (trajectories, 1)),
-                   qd=np.tile(q, (trajectories, 1)), qdd=np.tile(q, (trajectories, 1)),
-                   tau=np.tile(q, (trajectories, 1)),
-                   trajectory=np.repeat(np.arange(trajectories), T), dt=dt, derivative_span=span)
+    return Dataset(
+        t=np.tile(t, trajectories),
+        q=np.tile(q, (trajectories, 1)),
+        qd=np.tile(q, (trajectories, 1)),
+        qdd=np.tile(q, (trajectories, 1)),
+        tau=np.tile(q, (trajectories, 1)),
+        trajectory=np.repeat(np.arange(trajectories), T),
+        dt=dt,
+        derivative_span=span,
+    )
 
 
 def test_split_by_time_holds_out_contiguous_blocks_a_window_apart():
@@ -298,8 +299,11 @@ def test_split_auto_uses_trajectories_when_there_are_enough():
 
 def test_split_by_time_rejects_what_cannot_be_split():
     data = _recording(duration=1.0, span=0.0)
-    with pytest.raises(ValueError, match=r"cannot split 1 trajectory\(ies\) of 0.99 s .* give a "
-                                         r"shorter block"):
+    with pytest.raises(
+        ValueError,
+        match=r"cannot split 1 trajectory\(ies\) of 0.99 s .* give a "
+        r"shorter block",
+    ):
         data.split(fractions=(0.8, 0.2, 0.0), by="time", block=5.0)
     with pytest.raises(ValueError, match="margin must be a finite number of seconds >= 0; got -1"):
         data.split(by="time", margin=-1)
@@ -331,9 +335,12 @@ def test_fit_validation_on_one_recording_holds_out_time_blocks_and_warns():
     from lnn.train._data import split, validation_split
 
     data = _recording(span=0.2)
-    with pytest.warns(TimeSplitWarning, match=r"validation=0.1: the dataset has 1 trajectory"
-                                              r"\(ies\), fewer than 1/0.1, so the validation set is "
-                                              r"made of time blocks: split by time blocks"):
+    with pytest.warns(
+        TimeSplitWarning,
+        match=r"validation=0.1: the dataset has 1 trajectory"
+        r"\(ies\), fewer than 1/0.1, so the validation set is "
+        r"made of time blocks: split by time blocks",
+    ):
         train, validation = split(data, 0.1, seed=0)
     assert len(validation) > 0 and len(train) > 0
     assert np.abs(train.t[:, None] - validation.t[None, :]).min() >= 0.2 - 1e-9
@@ -352,15 +359,20 @@ def test_fit_validation_on_one_recording_holds_out_time_blocks_and_warns():
 def test_trajectory_views_round_trip(small):
     batch = small.as_trajectory()
     assert batch.q.shape == (5, 21, 2)
-    back = Dataset.from_trajectory(batch, system=small.system, parameters=small.parameters,
-                                   angular=small.angular)
+    back = Dataset.from_trajectory(batch, system=small.system, parameters=small.parameters, angular=small.angular)
     np.testing.assert_array_equal(back.q, small.q)
     np.testing.assert_array_equal(back.energy, small.energy)
     parts = small.trajectories()
     assert len(parts) == 5 and all(isinstance(p, Trajectory) for p in parts)
     np.testing.assert_array_equal(parts[3].qd[0], batch.qd[3])
-    mixed = Dataset(t=np.r_[small.t[:21], small.t[21:31]], q=small.q[:31], qd=small.qd[:31],
-                    qdd=small.qdd[:31], tau=small.tau[:31], trajectory=small.trajectory[:31])
+    mixed = Dataset(
+        t=np.r_[small.t[:21], small.t[21:31]],
+        q=small.q[:31],
+        qd=small.qd[:31],
+        qdd=small.qdd[:31],
+        tau=small.tau[:31],
+        trajectory=small.trajectory[:31],
+    )
     with pytest.raises(ValueError, match="different time grids"):
         mixed.as_trajectory()
     assert [p.t.shape[0] for p in mixed.trajectories()] == [21, 10]
@@ -376,8 +388,7 @@ def test_sinusoids_are_bounded_seeded_and_consistent():
     assert samples.shape == (4, 501, 3)
     np.testing.assert_allclose(excitation(1.23), excitation.sample([1.23])[:, 0], atol=1e-15)
     assert (np.abs(samples).max(axis=(0, 1)) <= [1.0, 2.0, 0.5]).all()
-    np.testing.assert_array_equal(
-        sum_of_sinusoids(t, 3, n_trajectories=4, amplitude=[1.0, 2.0, 0.5], rng=7), samples)
+    np.testing.assert_array_equal(sum_of_sinusoids(t, 3, n_trajectories=4, amplitude=[1.0, 2.0, 0.5], rng=7), samples)
     assert (excitation.frequency >= 0.1).all() and (excitation.frequency <= 2.0).all()
     np.testing.assert_array_equal(excitation[1:3].sample(t), samples[1:3])
     with pytest.raises(ValueError, match="frequencies must be a band"):
@@ -393,8 +404,7 @@ def _signal(t):
     """Positions with exact first and second derivatives, ``(T, 2)`` each."""
     q = np.stack([np.sin(3 * t), np.exp(-t) * np.cos(2 * t)], axis=-1)
     qd = np.stack([3 * np.cos(3 * t), -np.exp(-t) * (np.cos(2 * t) + 2 * np.sin(2 * t))], axis=-1)
-    qdd = np.stack([-9 * np.sin(3 * t), np.exp(-t) * (-3 * np.cos(2 * t) + 4 * np.sin(2 * t))],
-                   axis=-1)
+    qdd = np.stack([-9 * np.sin(3 * t), np.exp(-t) * (-3 * np.cos(2 * t) + 4 * np.sin(2 * t))], axis=-1)
     return q, qd, qdd
 
 
@@ -448,8 +458,9 @@ def test_derivatives_of_a_pendulum_rollout():
     estimate = estimate_derivatives(t, truth.q, window=7)
     np.testing.assert_allclose(estimate.qd, truth.qd, atol=1e-4)
     np.testing.assert_allclose(estimate.qdd, truth.qdd, atol=1e-2)
-    logged = Dataset.from_positions(np.tile(t, 2), truth.q.reshape(-1, 1),
-                                    trajectory=np.repeat([4, 9], 501), window=7, system="pendulum")
+    logged = Dataset.from_positions(
+        np.tile(t, 2), truth.q.reshape(-1, 1), trajectory=np.repeat([4, 9], 501), window=7, system="pendulum"
+    )
     np.testing.assert_allclose(logged.qdd, truth.qdd.reshape(-1, 1), atol=1e-2)
     np.testing.assert_array_equal(logged.trajectory_ids, [4, 9])
     assert logged.dt == pytest.approx(0.01) and np.isnan(logged.energy).all()
@@ -462,7 +473,7 @@ def test_derivative_estimation_rejects_bad_input():
     with pytest.raises(ValueError, match="window must be odd, > order"):
         estimate_derivatives(t, q, window=8)
     with pytest.raises(ValueError, match="needs uniformly sampled t"):
-        estimate_derivatives(t ** 2, q)
+        estimate_derivatives(t**2, q)
     with pytest.raises(ValueError, match=r"q shape \(T, n\) or \(B, T, n\); got shapes \(21,\) and \(20, 2\)"):
         estimate_derivatives(t, q[:20])
     with pytest.raises(ValueError, match="method must be 'savgol' or 'spline'; got 'fd'"):
@@ -480,25 +491,21 @@ def test_gravity_sinusoids_default_amplitude_keeps_the_panda_slow():
         robot = simulations.panda()
     except ImportError as exc:  # the robots extra is not installed
         pytest.skip(str(exc))
-    data = generate(robot, n_trajectories=10, duration=4.0, dt=0.02, seed=0,
-                    tau="gravity-sinusoids")
+    data = generate(robot, n_trajectories=10, duration=4.0, dt=0.02, seed=0, tau="gravity-sinusoids")
     assert 0.2 < np.abs(data.qd).max() < 15.0
-    np.testing.assert_allclose(robot.inverse_dynamics(data.q, data.qd, data.qdd), data.tau,
-                               rtol=0, atol=1e-8)
+    np.testing.assert_allclose(robot.inverse_dynamics(data.q, data.qd, data.qdd), data.tau, rtol=0, atol=1e-8)
 
 
 # ------------------------------------------------------ excitation trajectories
 
 
 def test_sinusoid_derivatives_are_exact():
-    motion = Sinusoids.random(3, 2, amplitude=(0.4, 0.2), frequencies=(0.2, 1.5), n_components=4,
-                              rng=5)
+    motion = Sinusoids.random(3, 2, amplitude=(0.4, 0.2), frequencies=(0.2, 1.5), n_components=4, rng=5)
     t, h = np.linspace(0.0, 2.0, 7), 1e-4
     for order in (1, 2):
         ahead = motion.sample(t + h, derivative=order - 1)
         behind = motion.sample(t - h, derivative=order - 1)
-        np.testing.assert_allclose(motion.sample(t, derivative=order), (ahead - behind) / (2 * h),
-                                   rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(motion.sample(t, derivative=order), (ahead - behind) / (2 * h), rtol=1e-6, atol=1e-8)
     with pytest.raises(ValueError, match="derivative must be an integer >= 0; got -1"):
         motion.sample(t, derivative=-1)
 
@@ -524,16 +531,17 @@ def test_excitation_trajectories_are_motions_of_the_true_system():
     arm = simulations.PlanarArm()
     data = _excitation(arm)
     # The recorded torques drive the true system along the recorded motion.
-    np.testing.assert_allclose(arm.acceleration(data.q, data.qd, data.tau), data.qdd,
-                               rtol=0, atol=1e-9)
+    np.testing.assert_allclose(arm.acceleration(data.q, data.qd, data.tau), data.qdd, rtol=0, atol=1e-9)
     np.testing.assert_allclose(data.energy, arm.energy(data.q, data.qd), rtol=0, atol=1e-12)
     trajectories = data.as_trajectory()
     # qd and qdd are the time derivatives of q (second-order differences on the 0.01 s grid).
     step = trajectories.t[1] - trajectories.t[0]
-    np.testing.assert_allclose(np.gradient(trajectories.q, step, axis=1)[:, 1:-1],
-                               trajectories.qd[:, 1:-1], rtol=0, atol=2e-3)
-    np.testing.assert_allclose(np.gradient(trajectories.qd, step, axis=1)[:, 1:-1],
-                               trajectories.qdd[:, 1:-1], rtol=0, atol=2e-2)
+    np.testing.assert_allclose(
+        np.gradient(trajectories.q, step, axis=1)[:, 1:-1], trajectories.qd[:, 1:-1], rtol=0, atol=2e-3
+    )
+    np.testing.assert_allclose(
+        np.gradient(trajectories.qd, step, axis=1)[:, 1:-1], trajectories.qdd[:, 1:-1], rtol=0, atol=2e-2
+    )
     excursion = trajectories.q.max(axis=1) - trajectories.q.min(axis=1)
     assert (excursion <= 2 * EXCITATION_AMPLITUDE + 1e-12).all() and (excursion > 0.01).all()
     assert data.angular == arm.angular and data.system == arm.name
@@ -559,8 +567,7 @@ def test_excitation_trajectories_stay_inside_position_limits():
     assert np.ptp(data.q[:, 1]) > 0.2
     # The free joint keeps its amplitude around centres drawn by sample_state.
     assert np.ptp(data.as_trajectory().q[:, :, 0], axis=1).max() > 0.5
-    np.testing.assert_allclose(arm.inverse_dynamics(data.q, data.qd, data.qdd), data.tau,
-                               rtol=0, atol=1e-10)
+    np.testing.assert_allclose(arm.inverse_dynamics(data.q, data.qd, data.qdd), data.tau, rtol=0, atol=1e-10)
 
 
 def test_excitation_trajectories_of_the_panda_respect_its_limits():
@@ -572,17 +579,19 @@ def test_excitation_trajectories_of_the_panda_respect_its_limits():
     lower, upper = robot.position_limits
     assert (data.q > lower).all() and (data.q < upper).all()
     assert np.abs(data.qd).max() < 2.6  # the Panda's joint speed limits are 2.2-2.6 rad/s
-    np.testing.assert_allclose(robot.inverse_dynamics(data.q, data.qd, data.qdd), data.tau,
-                               rtol=0, atol=1e-9)
+    np.testing.assert_allclose(robot.inverse_dynamics(data.q, data.qd, data.qdd), data.tau, rtol=0, atol=1e-9)
 
 
-@pytest.mark.parametrize("options, error, message", [
-    ({"margin": 0.5}, ValueError, r"margin must be a number in \[0, 0.5\); got 0.5"),
-    ({"dt": 0.0}, ValueError, "dt must be a finite number > 0; got 0.0"),
-    ({"n_trajectories": 0}, ValueError, "n_trajectories"),
-    ({"amplitude": -1.0}, ValueError, "amplitude must be a non-negative number"),
-    ({"frequencies": (1.0, 0.5)}, ValueError, "frequencies must be a band"),
-])
+@pytest.mark.parametrize(
+    "options, error, message",
+    [
+        ({"margin": 0.5}, ValueError, r"margin must be a number in \[0, 0.5\); got 0.5"),
+        ({"dt": 0.0}, ValueError, "dt must be a finite number > 0; got 0.0"),
+        ({"n_trajectories": 0}, ValueError, "n_trajectories"),
+        ({"amplitude": -1.0}, ValueError, "amplitude must be a non-negative number"),
+        ({"frequencies": (1.0, 0.5)}, ValueError, "frequencies must be a band"),
+    ],
+)
 def test_excitation_trajectories_reject_bad_arguments(options, error, message):
     with pytest.raises(error, match=message):
         _excitation(simulations.PlanarArm(), **options)

@@ -11,8 +11,18 @@ import simulations
 from lnn.cli import main
 from lnn.demo import DEMOS, DemoConfig, run_demo
 
-TINY = dict(hidden=(16, 16), n_trajectories=6, duration=1.0, dt=0.05, epochs=2, time_limit=30.0,
-            n_rollouts=2, rollout_duration=0.5, rollout_dt=0.05, animation_duration=0.3)
+TINY = dict(
+    hidden=(16, 16),
+    n_trajectories=6,
+    duration=1.0,
+    dt=0.05,
+    epochs=2,
+    time_limit=30.0,
+    n_rollouts=2,
+    rollout_duration=0.5,
+    rollout_dt=0.05,
+    animation_duration=0.3,
+)
 
 
 @pytest.mark.slow
@@ -20,10 +30,22 @@ TINY = dict(hidden=(16, 16), n_trajectories=6, duration=1.0, dt=0.05, epochs=2, 
 def test_demo_writes_every_output(name, tmp_path):
     config = dataclasses.replace(DEMOS[name], **TINY)
     calls = []
-    result = run_demo(simulations.make_system(config.system), config=config, output_dir=tmp_path,
-                      progress=lambda done, total, message="": calls.append((done, total)))
-    for path in (result.dataset, result.model, result.rollouts, result.metrics_csv,
-                 result.history_csv, result.figure_png, result.figure_pdf, result.animation):
+    result = run_demo(
+        simulations.make_system(config.system),
+        config=config,
+        output_dir=tmp_path,
+        progress=lambda done, total, message="": calls.append((done, total)),
+    )
+    for path in (
+        result.dataset,
+        result.model,
+        result.rollouts,
+        result.metrics_csv,
+        result.history_csv,
+        result.figure_png,
+        result.figure_pdf,
+        result.animation,
+    ):
         assert path.parent == tmp_path and path.stat().st_size > 0, path
     assert lnn.Dataset.load(result.dataset).system == config.system
     assert isinstance(lnn.load_model(result.model), lnn.LagrangianNetwork)

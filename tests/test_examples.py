@@ -12,19 +12,21 @@ def _load(name: str):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, outputs", [
-    ("custom_system", ["mass_matrix.png", "spring_pendulum.png", "spring_pendulum.keras"]),
-    ("from_logged_data", ["double_pendulum_log.csv", "from_logs.keras", "from_logs.png"]),
-    ("robot_arm", ["planar-arm.keras", "tracking.png"]),
-    ("double_pendulum", ["energy_error.png"]),
-])
+@pytest.mark.parametrize(
+    "name, outputs",
+    [
+        ("custom_system", ["mass_matrix.png", "spring_pendulum.png", "spring_pendulum.keras"]),
+        ("from_logged_data", ["double_pendulum_log.csv", "from_logs.keras", "from_logs.png"]),
+        ("robot_arm", ["planar-arm.keras", "tracking.png"]),
+        ("double_pendulum", ["energy_error.png"]),
+    ],
+)
 def test_example_runs(name, outputs, tmp_path, capsys):
     assert _load(name).main(["--quick", "--output-dir", str(tmp_path)]) == 0
     for output in outputs:
         assert (tmp_path / output).stat().st_size > 0, output
     out = capsys.readouterr().out
-    assert any(word in out for word in ("acceleration_error_median", "RMS tracking error",
-                                        "energy error / 29.4"))
+    assert any(word in out for word in ("acceleration_error_median", "RMS tracking error", "energy error / 29.4"))
 
 
 def test_custom_system_is_consistent():

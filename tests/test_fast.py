@@ -26,8 +26,7 @@ KINDS = [
 
 
 def _model(kind, options, angular, *, dtype="float64", seed=3):
-    model = LagrangianNetwork(N_DOF, kind=kind, hidden=(16, 12), angular=angular, dtype=dtype,
-                              seed=seed, **options)
+    model = LagrangianNetwork(N_DOF, kind=kind, hidden=(16, 12), angular=angular, dtype=dtype, seed=seed, **options)
     rng = np.random.default_rng(seed)
     model.adapt(1.5 * rng.normal(size=(64, N_DOF)) + 0.5, 2.0 * rng.normal(size=(64, N_DOF)))
     if options.get("damping"):  # a non-trivial, non-diagonal D
@@ -39,9 +38,11 @@ def _states(rng, batch=40):
     return rng.normal(size=(batch, N_DOF)), rng.normal(size=(batch, N_DOF))
 
 
-@pytest.mark.parametrize("kind, options, angular",
-                         [kind + (layout,) for kind, layout in zip(KINDS, sorted(ANGULAR) * 3)]
-                         + [("black-box", {}, "linear"), ("structured", {}, "angular")])
+@pytest.mark.parametrize(
+    "kind, options, angular",
+    [kind + (layout,) for kind, layout in zip(KINDS, sorted(ANGULAR) * 3)]
+    + [("black-box", {}, "linear"), ("structured", {}, "angular")],
+)
 def test_numpy_path_equals_tensorflow_float64(kind, options, angular):
     model = _model(kind, options, ANGULAR[angular])
     fast = FastLagrangian.from_model(model)
@@ -52,21 +53,21 @@ def test_numpy_path_equals_tensorflow_float64(kind, options, angular):
     np.testing.assert_allclose(fast.mass_matrix(q, qd), mass, rtol=0, atol=1e-10 * np.abs(mass).max())
     # Inverse dynamics exercises M, dL/dq, the mixed term and damping for any M (even indefinite).
     tau = model.inverse_dynamics(q, qd, qdd).numpy()
-    np.testing.assert_allclose(fast.inverse_dynamics(q, qd, qdd), tau, rtol=0,
-                               atol=1e-10 * np.abs(tau).max())
+    np.testing.assert_allclose(fast.inverse_dynamics(q, qd, qdd), tau, rtol=0, atol=1e-10 * np.abs(tau).max())
     energy = model.energy(q, qd).numpy()
     np.testing.assert_allclose(fast.energy(q, qd), energy, rtol=0, atol=1e-10 * np.abs(energy).max())
-    np.testing.assert_allclose(fast.energy(q[3], qd[3]), energy[3], rtol=0,
-                               atol=1e-10 * np.abs(energy).max())
+    np.testing.assert_allclose(fast.energy(q[3], qd[3]), energy[3], rtol=0, atol=1e-10 * np.abs(energy).max())
     # Forward dynamics, where M is positive definite by construction (the inverse dynamics
     # above already cover the other kinds: the same terms, without the solve).
     if kind == "structured" or options.get("convex"):
         force = rng.normal(size=q.shape)
         expected = model.acceleration(q, qd, force).numpy()
-        np.testing.assert_allclose(fast.acceleration(q, qd, force), expected, rtol=0,
-                                   atol=1e-10 * np.abs(expected).max())
-        np.testing.assert_allclose(model.numpy_acceleration(q, qd, force), expected, rtol=0,
-                                   atol=1e-10 * np.abs(expected).max())
+        np.testing.assert_allclose(
+            fast.acceleration(q, qd, force), expected, rtol=0, atol=1e-10 * np.abs(expected).max()
+        )
+        np.testing.assert_allclose(
+            model.numpy_acceleration(q, qd, force), expected, rtol=0, atol=1e-10 * np.abs(expected).max()
+        )
 
 
 @pytest.mark.parametrize("kind, options", KINDS[:4])
@@ -100,8 +101,7 @@ def test_single_state_and_bad_shapes():
         FastLagrangian.from_model(object())
 
 
-@pytest.mark.parametrize("kind, options", [("kinetic-potential", {"convex": True, "damping": True}),
-                                           ("black-box", {})])
+@pytest.mark.parametrize("kind, options", [("kinetic-potential", {"convex": True, "damping": True}), ("black-box", {})])
 def test_acceleration_jacobian_matches_finite_differences(kind, options):
     model = _model(kind, options, ANGULAR["mixed"])
     fast = FastLagrangian.from_model(model)
@@ -112,16 +112,17 @@ def test_acceleration_jacobian_matches_finite_differences(kind, options):
     tau = rng.normal(size=q.shape)
     jac = model.acceleration_jacobian(q, qd, tau)
     assert jac.shape == (q.shape[0], N_DOF, 2 * N_DOF)
-    np.testing.assert_allclose(acceleration_jacobian(model, q[0], qd[0], tau[0]), jac[0],
-                               rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(acceleration_jacobian(model, q[0], qd[0], tau[0]), jac[0], rtol=1e-9, atol=1e-9)
     eps = 1e-6
     state = np.concatenate([q, qd], axis=1)
     for j in range(2 * N_DOF):
         step = np.zeros_like(state)
         step[:, j] = eps
         up, down = state + step, state - step
-        column = (fast.acceleration(up[:, :N_DOF], up[:, N_DOF:], tau)
-                  - fast.acceleration(down[:, :N_DOF], down[:, N_DOF:], tau)) / (2 * eps)
+        column = (
+            fast.acceleration(up[:, :N_DOF], up[:, N_DOF:], tau)
+            - fast.acceleration(down[:, :N_DOF], down[:, N_DOF:], tau)
+        ) / (2 * eps)
         np.testing.assert_allclose(jac[:, :, j], column, rtol=1e-5, atol=1e-6 * np.abs(jac).max())
 
 
@@ -165,8 +166,7 @@ def test_jacobian_runs_in_graph_mode_at_once_and_xla_once_its_size_recurs():
     compiled.wait()
     assert [(c.rows, c.thread, c.ok) for c in op.compilations] == [(96, "lnn-xla", True)]
     xla = acceleration_jacobian(model, q, qd)  # XLA, padded to 96 rows and cut back
-    small = np.concatenate([acceleration_jacobian(model, q[i:i + 16], qd[i:i + 16])
-                            for i in range(0, batch, 16)])
+    small = np.concatenate([acceleration_jacobian(model, q[i : i + 16], qd[i : i + 16]) for i in range(0, batch, 16)])
     assert xla.shape == (batch, N_DOF, 2 * N_DOF)
     np.testing.assert_allclose(xla, first, rtol=0, atol=1e-12 * np.abs(first).max())
     np.testing.assert_allclose(small, first, rtol=0, atol=1e-12 * np.abs(first).max())
@@ -225,12 +225,10 @@ def test_learned_rollout_equals_plain_numpy_wrapper():
     plain = lnn.integrate.rollout(_NumpyWrapper(model), q0, qd0, t, method="DOP853", **options)
     np.testing.assert_allclose(fast.q, plain.q, rtol=0, atol=1e-8)
     np.testing.assert_allclose(fast.qd, plain.qd, rtol=0, atol=1e-8)
-    implicit = lnn.integrate.rollout(model, q0, qd0, t, method="Radau", tau=tau, rtol=1e-10,
-                                     atol=1e-12)
+    implicit = lnn.integrate.rollout(model, q0, qd0, t, method="Radau", tau=tau, rtol=1e-10, atol=1e-12)
     assert implicit.metadata["njev"] > 0
     np.testing.assert_allclose(implicit.q, fast.q, rtol=0, atol=1e-7)
-    np.testing.assert_allclose(fast.energy, plain.energy, rtol=0,
-                               atol=1e-7 * np.abs(plain.energy).max())
+    np.testing.assert_allclose(fast.energy, plain.energy, rtol=0, atol=1e-7 * np.abs(plain.energy).max())
 
 
 def test_rollout_takes_one_snapshot_for_accelerations_and_energies(monkeypatch):

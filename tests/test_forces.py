@@ -10,8 +10,9 @@ from lnn.models.forces import FORCES, friction_names
 
 
 def _model(friction, **options):
-    model = lnn.LagrangianNetwork(2, kind="structured", hidden=(8,), friction=friction, dtype="float64",
-                                  seed=0, xla=False, **options)
+    model = lnn.LagrangianNetwork(
+        2, kind="structured", hidden=(8,), friction=friction, dtype="float64", seed=0, xla=False, **options
+    )
     rng = np.random.default_rng(1)
     for name in ("friction_viscous", "friction_coulomb", "friction_offset"):
         if hasattr(model, name):

@@ -16,8 +16,12 @@ MAX_CODE_LINES = 150
 def _code_lines(lines: list[str], node) -> int:
     span = set(range(node.lineno, node.end_lineno + 1))
     body = node.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
-            and isinstance(body[0].value.value, str):
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(getattr(body[0], "value", None), ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
         span -= set(range(body[0].lineno, body[0].end_lineno + 1))
     return sum(1 for i in span if lines[i - 1].strip() and not lines[i - 1].strip().startswith("#"))
 
@@ -43,8 +47,12 @@ def test_the_keras_model_never_branches_on_a_kind():
             if isinstance(node, ast.Compare):
                 sides = [node.left, *node.comparators]
                 names = [getattr(n, "attr", getattr(n, "id", None)) for n in sides]
-                literal = any(isinstance(n, ast.Constant) and isinstance(n.value, str)
-                              or isinstance(n, (ast.Tuple, ast.List, ast.Set)) for n in sides)
+                literal = any(
+                    isinstance(n, ast.Constant)
+                    and isinstance(n.value, str)
+                    or isinstance(n, (ast.Tuple, ast.List, ast.Set))
+                    for n in sides
+                )
                 if "kind" in names and literal:  # kind == "structured", kind in ("a", "b")
                     offenders.append(f"{path.name}:{node.lineno}")
     assert offenders == []

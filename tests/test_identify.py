@@ -9,8 +9,9 @@ import lnn
 import simulations
 from lnn.cli import main
 
-TRUE = simulations.PlanarArm(masses=(1.0, 0.8), lengths=(0.6, 0.5),
-                             friction=simulations.Friction(viscous=(0.05, 0.03), coulomb=(0.1, 0.08)))
+TRUE = simulations.PlanarArm(
+    masses=(1.0, 0.8), lengths=(0.6, 0.5), friction=simulations.Friction(viscous=(0.05, 0.03), coulomb=(0.1, 0.08))
+)
 WRONG_PAYLOAD = simulations.PlanarArm(masses=(1.0, 0.5), lengths=(0.6, 0.5))  # link 2 is 0.3 kg heavier
 
 
@@ -48,16 +49,25 @@ def test_identify_does_not_trust_a_wrong_prior(data, held_out):
 
 
 def test_identify_refuses_data_without_torques(data):
-    free = lnn.Dataset(t=data.t, q=data.q, qd=data.qd, qdd=data.qdd, tau=np.zeros_like(data.tau),
-                       trajectory=data.trajectory)
+    free = lnn.Dataset(
+        t=data.t, q=data.q, qd=data.qd, qdd=data.qdd, tau=np.zeros_like(data.tau), trajectory=data.trajectory
+    )
     with pytest.raises(ValueError, match="dataset.tau is all zeros"):
         lnn.identify(free, prior=WRONG_PAYLOAD)
     with pytest.raises(TypeError, match="needs an lnn.Dataset"):
         lnn.identify(object())
     with pytest.raises(ValueError, match="prior has 2 joints"):
-        lnn.identify(lnn.Dataset(t=data.t, q=np.tile(data.q, 2)[:, :3], qd=np.tile(data.qd, 2)[:, :3],
-                                 qdd=np.tile(data.qdd, 2)[:, :3], tau=np.tile(data.tau, 2)[:, :3],
-                                 trajectory=data.trajectory), prior=WRONG_PAYLOAD)
+        lnn.identify(
+            lnn.Dataset(
+                t=data.t,
+                q=np.tile(data.q, 2)[:, :3],
+                qd=np.tile(data.qd, 2)[:, :3],
+                qdd=np.tile(data.qdd, 2)[:, :3],
+                tau=np.tile(data.tau, 2)[:, :3],
+                trajectory=data.trajectory,
+            ),
+            prior=WRONG_PAYLOAD,
+        )
 
 
 @pytest.mark.slow

@@ -44,20 +44,17 @@ class Oscillators:
         w2, V = np.linalg.eigh(self.K)
         w = np.sqrt(w2)
         a, b = q0 @ V, (qd0 @ V) / w
-        modal = (a[:, None, :] * np.cos(w * t[:, None])[None]
-                 + b[:, None, :] * np.sin(w * t[:, None])[None])
+        modal = a[:, None, :] * np.cos(w * t[:, None])[None] + b[:, None, :] * np.sin(w * t[:, None])[None]
         return modal @ V.T
 
 
 class CoupledPendulums:
     """A nonlinear chain ``qdd_i = -sin q_i + k (q_{i+1} - 2 q_i + q_{i-1}) - c qd_i + tau_i``."""
 
-    def __init__(self, n: int = 3, *, k: float = 2.0, c: float = 0.1,
-                 with_jacobian: bool = True) -> None:
+    def __init__(self, n: int = 3, *, k: float = 2.0, c: float = 0.1, with_jacobian: bool = True) -> None:
         self.n_dof = n
         self.angular = (True,) * n
-        self.L = k * (np.diag(np.full(n - 1, 1.0), 1) + np.diag(np.full(n - 1, 1.0), -1)
-                      - 2 * np.eye(n))
+        self.L = k * (np.diag(np.full(n - 1, 1.0), 1) + np.diag(np.full(n - 1, 1.0), -1) - 2 * np.eye(n))
         self.c = c
         if with_jacobian:
             self.acceleration_jacobian = self._jacobian
@@ -80,8 +77,7 @@ class CoupledPendulums:
         return qdd - self.acceleration(q, qd)
 
     def energy(self, q, qd):
-        return 0.5 * np.sum(qd**2, -1) + np.sum(1 - np.cos(q), -1) - 0.5 * np.einsum(
-            "...i,ij,...j->...", q, self.L, q)
+        return 0.5 * np.sum(qd**2, -1) + np.sum(1 - np.cos(q), -1) - 0.5 * np.einsum("...i,ij,...j->...", q, self.L, q)
 
 
 def _states(B, n, seed=0):
@@ -103,8 +99,7 @@ def test_oscillators_match_closed_form_for_every_method(method):
     np.testing.assert_array_equal(traj.t, t)
     np.testing.assert_allclose(traj.qdd, -traj.q @ system.K, atol=1e-12)
     np.testing.assert_array_equal(traj.tau, 0.0)
-    np.testing.assert_allclose(traj.energy, system.energy(q0, qd0)[:, None] * np.ones(31),
-                               rtol=1e-6)
+    np.testing.assert_allclose(traj.energy, system.energy(q0, qd0)[:, None] * np.ones(31), rtol=1e-6)
     assert traj.method == method and traj.nfev > 0
 
 
@@ -113,8 +108,7 @@ def test_single_state_gives_batch_of_one():
     t = np.linspace(0.0, 1.0, 11)
     traj = rollout(system, [0.1, 0.2], [0.0, 0.0], t)
     assert traj.q.shape == (1, 11, 2)
-    np.testing.assert_allclose(traj.q, system.exact(np.array([[0.1, 0.2]]), np.zeros((1, 2)), t),
-                               atol=1e-8)
+    np.testing.assert_allclose(traj.q, system.exact(np.array([[0.1, 0.2]]), np.zeros((1, 2)), t), atol=1e-8)
 
 
 def test_batched_rollout_equals_solo_rollouts():
@@ -168,16 +162,16 @@ def test_tau_array_and_callable_agree():
 
     samples = np.sin(freq * t[:, None])  # (T, n), shared by the batch
     by_array = rollout(system, q0, qd0, t, tau=samples, rtol=1e-10, atol=1e-12)
-    by_array_batched = rollout(system, q0, qd0, t, tau=np.broadcast_to(samples, (B,) + samples.shape),
-                               rtol=1e-10, atol=1e-12)
+    by_array_batched = rollout(
+        system, q0, qd0, t, tau=np.broadcast_to(samples, (B,) + samples.shape), rtol=1e-10, atol=1e-12
+    )
     by_callable = rollout(system, q0, qd0, t, tau=controller, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(by_callable.tau, by_array.tau, atol=1e-15)
     np.testing.assert_array_equal(by_array.q, by_array_batched.q)
     # Linear interpolation on a 0.01 s grid errs by at most h^2/8 max|tau''| = 5.5e-5 on the
     # force; over 2 s the positions accumulate less than that.
     np.testing.assert_allclose(by_array.q, by_callable.q, atol=5.5e-5)
-    np.testing.assert_allclose(
-        by_array.qdd, system.acceleration(by_array.q, by_array.qd, by_array.tau), atol=1e-12)
+    np.testing.assert_allclose(by_array.qdd, system.acceleration(by_array.q, by_array.qd, by_array.tau), atol=1e-12)
 
 
 def test_held_tau_is_piecewise_constant():
@@ -193,8 +187,7 @@ def test_held_tau_is_piecewise_constant():
 
     t = np.array([0.0, 1.0, 2.0, 3.0])
     tau = np.array([[1.0], [-2.0], [0.5], [7.0]])
-    held = rollout(Free(), [0.0], [0.0], t, tau=tau, tau_interpolation="hold", rtol=1e-12,
-                   atol=1e-12)
+    held = rollout(Free(), [0.0], [0.0], t, tau=tau, tau_interpolation="hold", rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(held.qd[0, :, 0], [0.0, 1.0, -1.0, -0.5], atol=1e-9)
     linear = rollout(Free(), [0.0], [0.0], t, tau=tau, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(linear.qd[0, :, 0], [0.0, -0.5, -1.25, 2.5], atol=1e-9)
@@ -205,8 +198,7 @@ def test_implicit_methods_with_and_without_jacobian_agree(method):
     q0, qd0 = _states(5, 3, seed=4)
     t = np.linspace(0.0, 3.0, 31)
     with_jac = rollout(CoupledPendulums(), q0, qd0, t, method=method, rtol=1e-10, atol=1e-12)
-    without = rollout(CoupledPendulums(with_jacobian=False), q0, qd0, t, method=method,
-                      rtol=1e-10, atol=1e-12)
+    without = rollout(CoupledPendulums(with_jacobian=False), q0, qd0, t, method=method, rtol=1e-10, atol=1e-12)
     reference = rollout(CoupledPendulums(), q0, qd0, t, method="DOP853", rtol=1e-12, atol=1e-13)
     np.testing.assert_allclose(with_jac.q, reference.q, atol=2e-6)
     np.testing.assert_allclose(without.q, reference.q, atol=2e-6)
@@ -249,8 +241,7 @@ def test_assembled_jacobians_equal_finite_differences_of_the_vector_field():
         return np.concatenate([Y[:, n:], system.acceleration(Y[:, :n], Y[:, n:])], axis=1).ravel()
 
     eps = 1e-6
-    dense = np.stack([(field(y + eps * e) - field(y - eps * e)) / (2 * eps)
-                      for e in np.eye(y.size)], axis=1)
+    dense = np.stack([(field(y + eps * e) - field(y - eps * e)) / (2 * eps) for e in np.eye(y.size)], axis=1)
     torque = NumpyTorque.build(None, np.array([0.0, 1.0]), batch=B, n=n)
     sparse = _jacobian_options(system, "Radau", B, n, torque)["jac"](0.0, y)
     np.testing.assert_allclose(sparse.toarray(), dense, atol=1e-8)
@@ -264,8 +255,7 @@ def test_assembled_jacobians_equal_finite_differences_of_the_vector_field():
     np.testing.assert_allclose(unpacked, dense, atol=1e-8)
     # Outside the band the vector field has no dependence: the band holds the whole Jacobian.
     assert np.count_nonzero(np.abs(dense) > 1e-12) == np.count_nonzero(np.abs(unpacked) > 1e-12)
-    pattern = _jacobian_options(CoupledPendulums(with_jacobian=False), "BDF", B, n,
-                                torque)["jac_sparsity"].toarray()
+    pattern = _jacobian_options(CoupledPendulums(with_jacobian=False), "BDF", B, n, torque)["jac_sparsity"].toarray()
     assert np.all(pattern[np.abs(dense) > 1e-12] == 1)
     assert pattern.sum() == B * (n + 2 * n * n)
 
@@ -339,8 +329,7 @@ def test_non_finite_acceleration_names_time_and_trajectory():
 
     q0 = np.array([[0.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
     qd0 = np.array([[0.1, 0.0], [3.0, 0.0], [0.1, 0.0]])  # only trajectory 1 reaches q > 0.5
-    with pytest.raises(IntegrationError, match=r"trajectory\(ies\) \[1\] failed.*became non-finite") \
-            as info:
+    with pytest.raises(IntegrationError, match=r"trajectory\(ies\) \[1\] failed.*became non-finite") as info:
         rollout(Cliff(), q0, qd0, np.linspace(0.0, 2.0, 11))
     assert info.value.trajectories == (1,)
     assert 0.1 < info.value.time < 1.0  # only trajectory 1 passes q = 0.5, early
@@ -349,8 +338,9 @@ def test_non_finite_acceleration_names_time_and_trajectory():
 def test_progress_reports_simulated_time():
     reports = []
     q0, qd0 = _states(3, 2)
-    rollout(Oscillators(), q0, qd0, np.linspace(1.0, 6.0, 11),
-            progress=lambda done, total: reports.append((done, total)))
+    rollout(
+        Oscillators(), q0, qd0, np.linspace(1.0, 6.0, 11), progress=lambda done, total: reports.append((done, total))
+    )
     done = [d for d, _ in reports]
     assert all(total == 5.0 for _, total in reports)
     assert done == sorted(done) and done[-1] == 5.0
@@ -371,8 +361,7 @@ def test_errors_of_the_system_are_reported_with_the_time_and_trajectories():
 
     q0 = np.zeros((3, 2))
     qd0 = np.array([[0.1, 0.0], [0.1, 0.0], [3.0, 0.0]])
-    with pytest.raises(IntegrationError, match=r"acceleration failed at t = .*not positive definite") \
-            as info:
+    with pytest.raises(IntegrationError, match=r"acceleration failed at t = .*not positive definite") as info:
         rollout(Indefinite(), q0, qd0, np.linspace(0.0, 2.0, 11))
     assert info.value.trajectories == (2,)
     assert 0.1 < info.value.time < 1.0

@@ -20,12 +20,12 @@ SAMPLES = RNG.normal(size=(B, T_GRID.shape[0], N))
 def _tensor_force(tau, k, *, hold):
     """The TensorFlow force of interval ``k`` of the grid, from ``tau`` as odeint receives it."""
     t = tf.constant(T_GRID)
-    samples, checks = _torque.tensor_samples(tau, n=N, n_t=T_GRID.shape[0], batch=B,
-                                             dtype=tf.float64, t=t, q0=tf.constant(Q))
+    samples, checks = _torque.tensor_samples(
+        tau, n=N, n_t=T_GRID.shape[0], batch=B, dtype=tf.float64, t=t, q0=tf.constant(Q)
+    )
     assert checks == []
     tau_t = tf.transpose(samples, [1, 0, 2])
-    return _torque.interval_force(None, tau_t[k], tau_t[k + 1], t[k], t[k + 1],
-                                  dtype=tf.float64, hold=hold)
+    return _torque.interval_force(None, tau_t[k], tau_t[k + 1], t[k], t[k + 1], dtype=tf.float64, hold=hold)
 
 
 def _times(k):
@@ -44,8 +44,7 @@ def test_numpy_and_tensorflow_interpolation_agree_on_the_same_samples(interpolat
         tensor_force = _tensor_force(tau, k, hold=hold)
         for s in _times(k):
             by_numpy = numpy_torque(float(s), Q, QD)
-            by_tensor = tensor_force(tf.constant(s, tf.float64), tf.constant(Q),
-                                     tf.constant(QD)).numpy()
+            by_tensor = tensor_force(tf.constant(s, tf.float64), tf.constant(Q), tf.constant(QD)).numpy()
             assert by_numpy.shape == by_tensor.shape == (B, N)
             np.testing.assert_allclose(by_tensor, by_numpy, rtol=0, atol=1e-15)
             # The closed form of the rule.
@@ -70,6 +69,7 @@ def test_outside_the_grid_the_end_intervals_are_used():
 def test_numpy_and_tensorflow_controllers_agree(returns):
     """One controller, written with operators that numpy arrays and tensors share."""
     if returns == "(B, n)":
+
         def controller(s, q, qd):
             return s * q - 0.5 * qd
     else:
@@ -83,27 +83,41 @@ def test_numpy_and_tensorflow_controllers_agree(returns):
     for s in np.linspace(0.0, 2.0, 9):
         np.testing.assert_allclose(
             tensor_force(tf.constant(s, tf.float64), tf.constant(Q), tf.constant(QD)).numpy(),
-            numpy_torque(float(s), Q, QD), rtol=0, atol=1e-15)
+            numpy_torque(float(s), Q, QD),
+            rtol=0,
+            atol=1e-15,
+        )
 
     # At the samples, for paths q, qd: numpy (B, T, n) and TensorFlow time-major (T, B, n).
     q_path = RNG.normal(size=(B, T_GRID.shape[0], N))
     qd_path = RNG.normal(size=(B, T_GRID.shape[0], N))
     by_tensor = _torque.tensor_at_samples(
-        controller, tf.constant(T_GRID), tf.constant(q_path.transpose(1, 0, 2)),
-        tf.constant(qd_path.transpose(1, 0, 2)), None, dtype=tf.float64).numpy()
-    np.testing.assert_allclose(by_tensor.transpose(1, 0, 2),
-                               numpy_torque.at_samples(q_path, qd_path), rtol=0, atol=1e-15)
+        controller,
+        tf.constant(T_GRID),
+        tf.constant(q_path.transpose(1, 0, 2)),
+        tf.constant(qd_path.transpose(1, 0, 2)),
+        None,
+        dtype=tf.float64,
+    ).numpy()
+    np.testing.assert_allclose(
+        by_tensor.transpose(1, 0, 2), numpy_torque.at_samples(q_path, qd_path), rtol=0, atol=1e-15
+    )
 
 
 def test_samples_at_the_samples_agree():
     numpy_torque = NumpyTorque.build(SAMPLES[0], T_GRID, batch=B, n=N)
     zeros = np.zeros((T_GRID.shape[0], B, N))
     by_tensor = _torque.tensor_at_samples(
-        None, tf.constant(T_GRID), tf.constant(zeros), tf.constant(zeros),
-        tf.constant(SAMPLES[:1].transpose(1, 0, 2)), dtype=tf.float64).numpy()
-    np.testing.assert_array_equal(by_tensor.transpose(1, 0, 2),
-                                  numpy_torque.at_samples(zeros.transpose(1, 0, 2),
-                                                          zeros.transpose(1, 0, 2)))
+        None,
+        tf.constant(T_GRID),
+        tf.constant(zeros),
+        tf.constant(zeros),
+        tf.constant(SAMPLES[:1].transpose(1, 0, 2)),
+        dtype=tf.float64,
+    ).numpy()
+    np.testing.assert_array_equal(
+        by_tensor.transpose(1, 0, 2), numpy_torque.at_samples(zeros.transpose(1, 0, 2), zeros.transpose(1, 0, 2))
+    )
     unforced = NumpyTorque.build(None, T_GRID, batch=B, n=N)
     assert unforced.is_none and unforced(0.5, Q, QD) is None
     np.testing.assert_array_equal(unforced.at_samples(zeros, zeros), 0.0)
@@ -115,8 +129,9 @@ def test_both_sides_refuse_the_same_shapes_with_the_same_message(shape):
     with pytest.raises(ValueError, match=r"tau must have shape \(T, n\) = \(5, 2\)") as by_numpy:
         NumpyTorque.build(tau, T_GRID, batch=B, n=N)
     with pytest.raises(ValueError) as by_tensor:
-        _torque.tensor_samples(tau, n=N, n_t=T_GRID.shape[0], batch=B, dtype=tf.float64,
-                               t=tf.constant(T_GRID), q0=tf.constant(Q))
+        _torque.tensor_samples(
+            tau, n=N, n_t=T_GRID.shape[0], batch=B, dtype=tf.float64, t=tf.constant(T_GRID), q0=tf.constant(Q)
+        )
     assert str(by_numpy.value) == str(by_tensor.value)
     assert f"got shape {shape}" in str(by_numpy.value)
 

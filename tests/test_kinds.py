@@ -26,8 +26,9 @@ BUILT_IN = ("kinetic-potential", "black-box", "structured")
 
 
 def _model(kind, **options):
-    model = LagrangianNetwork(N, kind=kind, hidden=(10, 8), angular=ANGULAR, dtype="float64",
-                              seed=5, xla=False, **options)
+    model = LagrangianNetwork(
+        N, kind=kind, hidden=(10, 8), angular=ANGULAR, dtype="float64", seed=5, xla=False, **options
+    )
     rng = np.random.default_rng(2)
     model.adapt(rng.normal(0.3, 1.5, (40, N)), rng.normal(0.0, 2.0, (40, N)))
     return model
@@ -41,9 +42,11 @@ def _tapes(model, q, qd, tau):
     """``M``, ``qdd`` and ``E`` of the kind's energies through nested tapes (the oracle)."""
     lagrangian = model.kind_model.tape_lagrangian()
     force = tau - qd @ np.asarray(model.damping_matrix()).T  # zeros without damping
-    return (mechanics.mass_matrix(lagrangian, q, qd).numpy(),
-            mechanics.acceleration(lagrangian, q, qd, force).numpy(),
-            mechanics.energy(lagrangian, q, qd).numpy())
+    return (
+        mechanics.mass_matrix(lagrangian, q, qd).numpy(),
+        mechanics.acceleration(lagrangian, q, qd, force).numpy(),
+        mechanics.energy(lagrangian, q, qd).numpy(),
+    )
 
 
 def test_the_built_in_kinds_are_registered():
@@ -52,10 +55,15 @@ def test_the_built_in_kinds_are_registered():
         assert issubclass(KINDS[name], Kind) and KINDS[name].name == name
 
 
-@pytest.mark.parametrize("kind, options", [("kinetic-potential", {}),
-                                           ("kinetic-potential", {"convex": True, "damping": True}),
-                                           ("black-box", {"damping": True}),
-                                           ("structured", {"damping": True})])
+@pytest.mark.parametrize(
+    "kind, options",
+    [
+        ("kinetic-potential", {}),
+        ("kinetic-potential", {"convex": True, "damping": True}),
+        ("black-box", {"damping": True}),
+        ("structured", {"damping": True}),
+    ],
+)
 def test_closed_form_equals_numpy_equals_nested_tapes(kind, options):
     """TF closed form = numpy twin = nested tapes, for M, qdd, tau and E (float64, 1e-10)."""
     model = _model(kind, **options)
@@ -91,11 +99,26 @@ class Separable(Kind):
 
     def build(self, *, n_features, seeds, options):
         m = self.model
-        m.log_mass_net = MLP(n_features, 0, options["hidden"], m.n_dof, seed=int(seeds[0]),
-                             name="log_mass", activation=options["activation"], dtype=options["dtype"])
-        m.potential_net = MLP(n_features, 0, options["hidden"], 1, seed=int(seeds[1]),
-                              name="potential", activation=options["activation"],
-                              dtype=options["dtype"])
+        m.log_mass_net = MLP(
+            n_features,
+            0,
+            options["hidden"],
+            m.n_dof,
+            seed=int(seeds[0]),
+            name="log_mass",
+            activation=options["activation"],
+            dtype=options["dtype"],
+        )
+        m.potential_net = MLP(
+            n_features,
+            0,
+            options["hidden"],
+            1,
+            seed=int(seeds[1]),
+            name="potential",
+            activation=options["activation"],
+            dtype=options["dtype"],
+        )
 
     def diagonal(self, q):
         return tf.exp(self.model.log_mass_net.forward(self.model.features(q).x))
@@ -124,9 +147,12 @@ def test_a_kind_registered_from_a_test_file_works_everywhere(separable, tmp_path
     qdd = model.acceleration(q, qd, tau).numpy()
     np.testing.assert_allclose(qdd, qdd_tapes, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(model.inverse_dynamics(q, qd, qdd).numpy(), tau, rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(model.energy(q, qd).numpy(),
-                               model.kinetic_energy(q, qd).numpy() + model.potential_energy(q).numpy(),
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        model.energy(q, qd).numpy(),
+        model.kinetic_energy(q, qd).numpy() + model.potential_energy(q).numpy(),
+        rtol=1e-12,
+        atol=1e-12,
+    )
     # No numpy twin: the snapshot evaluates the kind's TensorFlow mathematics.
     snapshot = model.numpy_snapshot()
     assert snapshot.mechanics is None

@@ -21,16 +21,16 @@ pin = pytest.importorskip("pinocchio")
 pytestmark = pytest.mark.robots
 
 SEED = 16
-PANDA_FRICTION = Friction(viscous=(0.3, 0.2, 0.25, 0.1, 0.05, 0.04, 0.02),
-                          coulomb=(0.5, 0.4, 0.3, 0.3, 0.1, 0.1, 0.05),
-                          offset=(0.1, -0.2, 0.05, 0.0, 0.02, -0.01, 0.03))
-PAYLOAD = Payload(mass=0.8, com=(0.01, -0.02, 0.1), inertia=(1e-3, 0.0, 0.0, 1.5e-3, 0.0, 2e-3),
-                  frame="panda_hand")
+PANDA_FRICTION = Friction(
+    viscous=(0.3, 0.2, 0.25, 0.1, 0.05, 0.04, 0.02),
+    coulomb=(0.5, 0.4, 0.3, 0.3, 0.1, 0.1, 0.05),
+    offset=(0.1, -0.2, 0.05, 0.0, 0.02, -0.01, 0.03),
+)
+PAYLOAD = Payload(mass=0.8, com=(0.01, -0.02, 0.1), inertia=(1e-3, 0.0, 0.0, 1.5e-3, 0.0, 2e-3), frame="panda_hand")
 
 
 def _dataset(q, qd, qdd, tau) -> lnn.Dataset:
-    return lnn.Dataset(t=np.arange(len(q)) * 0.01, q=q, qd=qd, qdd=qdd, tau=tau,
-                       trajectory=np.zeros(len(q), dtype=int))
+    return lnn.Dataset(t=np.arange(len(q)) * 0.01, q=q, qd=qd, qdd=qdd, tau=tau, trajectory=np.zeros(len(q), dtype=int))
 
 
 def _samples(system, size, seed=SEED):
@@ -43,8 +43,9 @@ def _samples(system, size, seed=SEED):
 def _true_parameters(model, friction: Friction, n: int) -> np.ndarray:
     """The parameter vector in least_squares' layout (links, viscous, coulomb, offset)."""
     links = np.concatenate([model.inertias[i].toDynamicParameters() for i in range(1, model.njoints)])
-    per_joint = [np.broadcast_to(np.asarray(getattr(friction, k), float), (n,)) for k in ("viscous", "coulomb",
-                                                                                          "offset")]
+    per_joint = [
+        np.broadcast_to(np.asarray(getattr(friction, k), float), (n,)) for k in ("viscous", "coulomb", "offset")
+    ]
     return np.concatenate([links, *per_joint])
 
 
@@ -98,8 +99,9 @@ def test_panda_physical_fit_is_consistent_and_exact(panda_case):
     report = ident.physical_consistency()
     assert report.all and np.all(report.mass > 0) and np.all(report.triangle_margin >= -1e-12)
     assert not plain.physical_consistency().all  # the plain fit's nearest-to-nominal links are not all physical
-    np.testing.assert_allclose(ident.base_parameters, plain.base_parameters, rtol=0,
-                               atol=1e-6 * np.abs(plain.base_parameters).max())
+    np.testing.assert_allclose(
+        ident.base_parameters, plain.base_parameters, rtol=0, atol=1e-6 * np.abs(plain.base_parameters).max()
+    )
     q, qd, qdd, tau = _samples(truth, 20, seed=SEED + 10)
     np.testing.assert_allclose(ident.inverse_dynamics(q, qd, qdd), tau, rtol=0, atol=1e-6 * np.abs(tau).max())
     np.testing.assert_allclose(ident.acceleration(q, qd, tau), qdd, rtol=0, atol=1e-4)
@@ -176,12 +178,12 @@ def test_identified_robot_rolls_out_like_the_truth(arm_case):
     t = np.linspace(0.0, 0.5, 11)
     rollout, reference = lnn.rollout(ident, q, qd, t), lnn.rollout(truth, q, qd, t)
     np.testing.assert_allclose(rollout.q, reference.q, atol=1e-6)
-    np.testing.assert_allclose(rollout.energy - rollout.energy[:, :1], reference.energy - reference.energy[:, :1],
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        rollout.energy - rollout.energy[:, :1], reference.energy - reference.energy[:, :1], atol=1e-6
+    )
 
 
-@pytest.mark.parametrize("friction, columns", [(None, 0), ("viscous", 6), ("coulomb", 6),
-                                               ("viscous+coulomb", 9)])
+@pytest.mark.parametrize("friction, columns", [(None, 0), ("viscous", 6), ("coulomb", 6), ("viscous+coulomb", 9)])
 def test_friction_options_choose_the_columns(arm_case, friction, columns):
     truth, _, prior, data = arm_case
     ident = least_squares(data, prior, friction=friction)
@@ -273,8 +275,9 @@ def test_indefinite_mass_matrix_is_reported(arm_case, tmp_path):
     ident = least_squares(_dataset(q, qd, qdd, tau), prior, friction=None)
     np.testing.assert_allclose(ident.inverse_dynamics(q, qd, qdd), tau, atol=1e-10)
     assert not ident.physical_consistency().all
-    with pytest.raises(lnn.baseline.NonPhysicalMassMatrixError,
-                       match=r"mass matrix is not positive definite .*physical=True"):
+    with pytest.raises(
+        lnn.baseline.NonPhysicalMassMatrixError, match=r"mass matrix is not positive definite .*physical=True"
+    ):
         ident.acceleration(q[:3], qd[:3])
 
 
@@ -286,14 +289,20 @@ def test_log_cholesky_round_trip_jacobian_and_consistency():
     assert physical_consistency(theta).all
     np.testing.assert_allclose(parameters_to_log_cholesky(theta), eta, atol=1e-10)
     h = 1e-6
-    numeric = np.stack([(log_cholesky_to_parameters(eta + h * e) - log_cholesky_to_parameters(eta - h * e)) / (2 * h)
-                        for e in np.eye(10)], axis=-1)
+    numeric = np.stack(
+        [
+            (log_cholesky_to_parameters(eta + h * e) - log_cholesky_to_parameters(eta - h * e)) / (2 * h)
+            for e in np.eye(10)
+        ],
+        axis=-1,
+    )
     np.testing.assert_allclose(jac, numeric, rtol=0, atol=1e-8 * np.abs(jac).max())
     inertia = pin.Inertia.Random()
     np.testing.assert_allclose(pseudo_inertia(inertia.toDynamicParameters()), inertia.toPseudoInertia(), atol=1e-14)
     moments = np.linalg.eigvalsh(inertia.inertia)
-    np.testing.assert_allclose(physical_consistency(inertia.toDynamicParameters()).principal_moments[0], moments,
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        physical_consistency(inertia.toDynamicParameters()).principal_moments[0], moments, atol=1e-12
+    )
 
 
 # ------------------------------------------------------------------ bad input

@@ -11,8 +11,7 @@ import lnn
 from lnn.logs import choose_window, import_csv
 
 #: A smooth two-joint motion: sums of sinusoids (amplitude rad, frequency Hz, phase rad).
-MOTION = (((0.6, 0.35, 0.1), (0.4, 0.9, 1.0), (0.1, 2.1, 2.0)),
-          ((0.5, 0.5, 0.3), (0.3, 1.3, 0.5), (0.08, 2.7, 1.5)))
+MOTION = (((0.6, 0.35, 0.1), (0.4, 0.9, 1.0), (0.1, 2.1, 2.0)), ((0.5, 0.5, 0.3), (0.3, 1.3, 0.5), (0.08, 2.7, 1.5)))
 
 
 def motion(t, derivative=0):
@@ -23,7 +22,7 @@ def motion(t, derivative=0):
         value = np.zeros_like(t)
         for a, f, phi in joint:
             w = 2 * np.pi * f
-            value += a * w ** derivative * np.sin(w * t + phi + derivative * np.pi / 2)
+            value += a * w**derivative * np.sin(w * t + phi + derivative * np.pi / 2)
         columns.append(value)
     return np.column_stack(columns)
 
@@ -40,8 +39,9 @@ def write_log(path, t, q, tau, *, qd=None, extra=True):
         columns.update({"qd1": qd[:, 0], "qd2": qd[:, 1]})
     if extra:
         columns["status"] = np.ones_like(t)
-    np.savetxt(path, np.column_stack(list(columns.values())), delimiter=",",
-               header=",".join(columns), comments="", fmt="%.17g")
+    np.savetxt(
+        path, np.column_stack(list(columns.values())), delimiter=",", header=",".join(columns), comments="", fmt="%.17g"
+    )
 
 
 def messy_times(rng, duration, step, *, jitter, gap=None):
@@ -104,8 +104,10 @@ def test_messy_logs_round_trip_to_the_analytic_motion(messy_logs):
     assert min(windows) > 31
     t = data.t
     scale = {name: np.sqrt(np.mean(motion(t, k) ** 2, axis=0)) for k, name in enumerate(("q", "qd", "qdd"))}
-    error = {name: np.sqrt(np.mean((getattr(data, name) - motion(t, k)) ** 2, axis=0))
-             for k, name in enumerate(("q", "qd", "qdd"))}
+    error = {
+        name: np.sqrt(np.mean((getattr(data, name) - motion(t, k)) ** 2, axis=0))
+        for k, name in enumerate(("q", "qd", "qdd"))
+    }
     # Stated tolerances (relative RMS): q 1e-4, qd 2e-4, qdd 3e-3 (noise 2e-5 rad, jitter 0.2 ms).
     assert (error["q"] / scale["q"] < 1e-4).all(), error["q"] / scale["q"]
     assert (error["qd"] / scale["qd"] < 2e-4).all(), error["qd"] / scale["qd"]
@@ -161,8 +163,10 @@ def test_the_window_follows_the_noise_and_the_rate_and_nearly_minimises_the_true
             T = t.shape[0]
             inner = slice(T // 4, 3 * T // 4)
             windows = [int(w) for w in choice.candidates if w < T // 2]
-            errors = [np.sqrt(np.mean((savgol_filter(q, w, 4, deriv=2, delta=step)[inner]
-                                       - true[inner]) ** 2)) for w in windows]
+            errors = [
+                np.sqrt(np.mean((savgol_filter(q, w, 4, deriv=2, delta=step)[inner] - true[inner]) ** 2))
+                for w in windows
+            ]
             picked = errors[windows.index(choice.window)]
             assert picked <= 1.1 * min(errors), (step, noise, choice.window, picked, min(errors))
             assert choice.error == pytest.approx(picked, rel=0.4)  # the estimate of that error
@@ -171,8 +175,7 @@ def test_the_window_follows_the_noise_and_the_rate_and_nearly_minimises_the_true
     assert chosen[1e-3, 1e-4] > chosen[4e-3, 1e-4]  # faster sampling, more samples
 
 
-@pytest.mark.parametrize("window, order, derivative", [(7, 4, 2), (31, 4, 1), (101, 4, 2),
-                                                       (9, 2, 0), (401, 5, 2)])
+@pytest.mark.parametrize("window, order, derivative", [(7, 4, 2), (31, 4, 1), (101, 4, 2), (9, 2, 0), (401, 5, 2)])
 def test_the_window_search_uses_scipys_savitzky_golay_coefficients(window, order, derivative):
     from scipy.signal import savgol_coeffs
 
@@ -180,12 +183,13 @@ def test_the_window_search_uses_scipys_savitzky_golay_coefficients(window, order
 
     ours = _coefficients(window, order, derivative)
     # scipy's least squares loses digits on long windows (1e-8 of the largest coefficient at 401).
-    np.testing.assert_allclose(ours, savgol_coeffs(window, order, deriv=derivative, use="dot"),
-                               rtol=0, atol=1e-7 * np.abs(ours).max())
+    np.testing.assert_allclose(
+        ours, savgol_coeffs(window, order, deriv=derivative, use="dot"), rtol=0, atol=1e-7 * np.abs(ours).max()
+    )
     x = np.arange(window) - window // 2  # exact on polynomials of degree <= order
     for k in range(order + 1):
         exact = math.factorial(k) if k == derivative else 0.0
-        assert ours @ x.astype(float) ** k == pytest.approx(exact, abs=1e-9 * window ** k)
+        assert ours @ x.astype(float) ** k == pytest.approx(exact, abs=1e-9 * window**k)
 
 
 def test_angular_columns_are_unwrapped_and_times_can_be_scaled(tmp_path):
@@ -193,8 +197,9 @@ def test_angular_columns_are_unwrapped_and_times_can_be_scaled(tmp_path):
     angle = 2.0 * np.pi * 0.5 * t * 1e-3  # a joint turning at 0.5 rev/s, logged wrapped
     q = np.column_stack([np.angle(np.exp(1j * angle)), 0.1 * np.sin(t * 1e-3)])
     write_log(tmp_path / "wrap.csv", t, q, np.zeros_like(q))
-    result = import_csv(tmp_path / "wrap.csv", time="time", q=["q1", "q2"], tau=["tau1", "tau2"],
-                        angular=[True, False], time_scale=1e-3)
+    result = import_csv(
+        tmp_path / "wrap.csv", time="time", q=["q1", "q2"], tau=["tau1", "tau2"], angular=[True, False], time_scale=1e-3
+    )
     data = result.dataset
     assert data.dt == pytest.approx(1e-3) and data.angular == (True, False)
     assert not result.report.files[0].resampled  # exact stamps: snapped, not interpolated
@@ -239,22 +244,24 @@ def _rewrite(path, edit):
 
 
 def test_a_missing_column_names_the_file_the_column_and_the_columns(good_log):
-    with pytest.raises(ValueError, match=r"good\.csv: no column named 'pos1'; the columns are: "
-                                         r"time, q1, q2, tau1, tau2, status"):
+    with pytest.raises(
+        ValueError,
+        match=r"good\.csv: no column named 'pos1'; the columns are: "
+        r"time, q1, q2, tau1, tau2, status",
+    ):
         import_csv(good_log, time="time", q=["pos1", "q2"], tau=["tau1", "tau2"])
     with pytest.raises(ValueError, match=r"column index 9 is out of range: the file has 6"):
         import_csv(good_log, time=0, q=[1, 9], tau=[3, 4])
 
 
 def test_a_non_numeric_cell_names_the_line_the_column_and_the_cell(good_log):
-    _rewrite(good_log, lambda lines: lines.__setitem__(
-        7, lines[7].replace(lines[7].split(",")[2], "n/a", 1)))
+    _rewrite(good_log, lambda lines: lines.__setitem__(7, lines[7].replace(lines[7].split(",")[2], "n/a", 1)))
     with pytest.raises(ValueError, match=r"good\.csv: line 8, column 'q2': cannot read 'n/a'"):
         import_csv(good_log, time="time", q=["q1", "q2"], tau=["tau1", "tau2"])
 
 
 def test_a_non_finite_cell_is_refused(good_log):
-    _rewrite(good_log, lambda lines: lines.__setitem__(5, "nan" + lines[5][lines[5].index(","):]))
+    _rewrite(good_log, lambda lines: lines.__setitem__(5, "nan" + lines[5][lines[5].index(",") :]))
     with pytest.raises(ValueError, match=r"line 6, column 'time': the value nan is not finite"):
         import_csv(good_log, time="time", q=["q1", "q2"], tau=["tau1", "tau2"])
 
@@ -262,35 +269,47 @@ def test_a_non_finite_cell_is_refused(good_log):
 def test_time_going_backwards_is_an_error_naming_the_row(good_log):
     def swap(lines):
         lines[10], lines[11] = lines[11], lines[10]
+
     _rewrite(good_log, swap)
-    with pytest.raises(ValueError, match=r"good\.csv: the time column 'time' goes backwards at "
-                                         r"data row 11"):
+    with pytest.raises(
+        ValueError,
+        match=r"good\.csv: the time column 'time' goes backwards at "
+        r"data row 11",
+    ):
         import_csv(good_log, time="time", q=["q1", "q2"], tau=["tau1", "tau2"])
 
 
 def test_a_log_too_short_for_the_window_is_an_error_naming_the_file(tmp_path):
     t = np.arange(6) * 1e-3
     write_log(tmp_path / "short.csv", t, motion(t), torque(t))
-    with pytest.raises(ValueError, match=r"short\.csv: the log is too short for a derivative "
-                                         r"window: its longest piece between gaps has 6 samples"):
+    with pytest.raises(
+        ValueError,
+        match=r"short\.csv: the log is too short for a derivative "
+        r"window: its longest piece between gaps has 6 samples",
+    ):
         import_csv(tmp_path / "short.csv", time="time", q=["q1", "q2"], tau=["tau1", "tau2"])
     t = np.arange(60) * 1e-3
     write_log(tmp_path / "short.csv", t, motion(t), torque(t))
-    with pytest.raises(ValueError, match=r"short\.csv: the log is too short for the derivative "
-                                         r"window.*window=101"):
-        import_csv(tmp_path / "short.csv", time="time", q=["q1", "q2"], tau=["tau1", "tau2"],
-                   window=101)
+    with pytest.raises(
+        ValueError,
+        match=r"short\.csv: the log is too short for the derivative "
+        r"window.*window=101",
+    ):
+        import_csv(tmp_path / "short.csv", time="time", q=["q1", "q2"], tau=["tau1", "tau2"], window=101)
 
 
-@pytest.mark.parametrize("options, error, message", [
-    (dict(tau=["tau1"]), ValueError, r"tau must name 2 columns like q"),
-    (dict(angular=[True]), ValueError, r"angular must be a bool or 2 bools"),
-    (dict(velocity="measured"), ValueError, r"velocity='measured' needs the measured velocity"),
-    (dict(velocity="filtered"), ValueError, r"velocity must be 'q' or 'measured'; got 'filtered'"),
-    (dict(window=100), ValueError, r"window must be an odd integer > order \(4\); got 100"),
-    (dict(step=-1.0), ValueError, r"step must be a finite number > 0; got -1.0"),
-    (dict(q=[1.5, 2]), TypeError, r"q must name columns by header name"),
-])
+@pytest.mark.parametrize(
+    "options, error, message",
+    [
+        (dict(tau=["tau1"]), ValueError, r"tau must name 2 columns like q"),
+        (dict(angular=[True]), ValueError, r"angular must be a bool or 2 bools"),
+        (dict(velocity="measured"), ValueError, r"velocity='measured' needs the measured velocity"),
+        (dict(velocity="filtered"), ValueError, r"velocity must be 'q' or 'measured'; got 'filtered'"),
+        (dict(window=100), ValueError, r"window must be an odd integer > order \(4\); got 100"),
+        (dict(step=-1.0), ValueError, r"step must be a finite number > 0; got -1.0"),
+        (dict(q=[1.5, 2]), TypeError, r"q must name columns by header name"),
+    ],
+)
 def test_bad_arguments_name_the_argument_and_the_value(good_log, options, error, message):
     arguments = dict(time="time", q=["q1", "q2"], tau=["tau1", "tau2"]) | options
     with pytest.raises(error, match=message):

@@ -16,11 +16,15 @@ TOL = 1e-10
 
 # -- exact Lagrangians written in TensorFlow (independent of simulations/) ---------
 
+
 def double_pendulum_energies(m1=1.3, m2=0.7, l1=1.1, l2=0.9, g=9.81):
     def kinetic(q, qd):
         c = tf.cos(q[:, 0] - q[:, 1])
-        return (0.5 * (m1 + m2) * l1**2 * qd[:, 0] ** 2 + 0.5 * m2 * l2**2 * qd[:, 1] ** 2
-                + m2 * l1 * l2 * c * qd[:, 0] * qd[:, 1])
+        return (
+            0.5 * (m1 + m2) * l1**2 * qd[:, 0] ** 2
+            + 0.5 * m2 * l2**2 * qd[:, 1] ** 2
+            + m2 * l1 * l2 * c * qd[:, 0] * qd[:, 1]
+        )
 
     def potential(q):
         return -(m1 + m2) * g * l1 * tf.cos(q[:, 0]) - m2 * g * l2 * tf.cos(q[:, 1])
@@ -65,15 +69,16 @@ def cart_pole_energies(cart_mass=1.2, pole_mass=0.3, pole_length=0.8, g=9.81):
     inertia = pole_mass * pole_length**2 / 3.0
 
     def kinetic(q, qd):
-        return (0.5 * (cart_mass + pole_mass) * qd[:, 0] ** 2
-                + pole_mass * a * tf.cos(q[:, 1]) * qd[:, 0] * qd[:, 1]
-                + 0.5 * inertia * qd[:, 1] ** 2)
+        return (
+            0.5 * (cart_mass + pole_mass) * qd[:, 0] ** 2
+            + pole_mass * a * tf.cos(q[:, 1]) * qd[:, 0] * qd[:, 1]
+            + 0.5 * inertia * qd[:, 1] ** 2
+        )
 
     def potential(q):
         return -pole_mass * g * a * tf.cos(q[:, 1])
 
-    return kinetic, potential, CartPole(cart_mass=cart_mass, pole_mass=pole_mass,
-                                        pole_length=pole_length, g=g)
+    return kinetic, potential, CartPole(cart_mass=cart_mass, pole_mass=pole_mass, pole_length=pole_length, g=g)
 
 
 SYSTEMS = {
@@ -101,8 +106,7 @@ def test_exact_systems_reproduce_ground_truth(name):
     tau_back = mechanics.inverse_dynamics(lag, q, qd, qdd).numpy()
     np.testing.assert_allclose(tau_back, system.inverse_dynamics(q, qd, qdd), rtol=0, atol=TOL)
     np.testing.assert_allclose(tau_back, tau, rtol=0, atol=TOL)
-    np.testing.assert_allclose(mechanics.energy(lag, q, qd).numpy(), system.energy(q, qd),
-                               rtol=0, atol=TOL)
+    np.testing.assert_allclose(mechanics.energy(lag, q, qd).numpy(), system.energy(q, qd), rtol=0, atol=TOL)
 
 
 @pytest.mark.parametrize("name", ["double-pendulum", "arm-3"])
@@ -140,8 +144,9 @@ def test_energy_rate_matches_finite_difference_along_flow():
     h = 1e-5
     e_plus = system.energy(q + h * qd, qd + h * qdd)
     e_minus = system.energy(q - h * qd, qd - h * qdd)
-    np.testing.assert_allclose(mechanics.energy_rate(lag, q, qd, qdd).numpy(),
-                               (e_plus - e_minus) / (2 * h), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        mechanics.energy_rate(lag, q, qd, qdd).numpy(), (e_plus - e_minus) / (2 * h), rtol=1e-6, atol=1e-6
+    )
 
 
 def test_mixed_term_is_a_jacobian_vector_product():
@@ -230,6 +235,7 @@ def test_mass_matrix_health_report():
 
 # -- bad input ---------------------------------------------------------------------------
 
+
 def _indefinite(q, qd):
     """L with M = diag(1, -1) in 1 of ... samples: sign flips with q[:, 0]."""
     sign = tf.sign(q[:, 0])
@@ -239,8 +245,9 @@ def _indefinite(q, qd):
 def test_indefinite_mass_matrix_raises_with_count_and_eigenvalue():
     q = np.array([[1.0, 0.0], [-1.0, 0.0], [2.0, 0.0], [-3.0, 0.0]])
     qd = np.ones((4, 2))
-    with pytest.raises(mechanics.MassMatrixError,
-                       match=r"not positive definite for 2 of 4 samples \(smallest eigenvalue -1"):
+    with pytest.raises(
+        mechanics.MassMatrixError, match=r"not positive definite for 2 of 4 samples \(smallest eigenvalue -1"
+    ):
         mechanics.acceleration(_indefinite, q, qd)
     try:
         mechanics.acceleration(_indefinite, q, qd)
@@ -252,6 +259,7 @@ def test_indefinite_mass_matrix_raises_with_count_and_eigenvalue():
 def test_explicit_regularization_of_a_singular_mass_matrix():
     def singular(q, qd):  # M = diag(1, 0)
         return 0.5 * qd[:, 0] ** 2 - tf.cos(q[:, 0]) - 0.5 * q[:, 1] ** 2
+
     q, qd = np.array([[0.3, 0.2]]), np.array([[0.1, 0.0]])
     with pytest.raises(mechanics.MassMatrixError, match="not positive definite"):
         mechanics.acceleration(singular, q, qd)
@@ -259,14 +267,17 @@ def test_explicit_regularization_of_a_singular_mass_matrix():
     np.testing.assert_allclose(qdd, [[np.sin(0.3) / 1.5, -0.2 / 0.5]], atol=1e-12)
 
 
-@pytest.mark.parametrize("args, message", [
-    ((np.zeros((3, 2)), np.zeros((3, 3))), "qd must have n_dof = 2 columns"),
-    ((np.zeros((3, 2)), np.zeros((4, 2))), "batch size 4 but q has batch size 3"),
-    ((np.zeros((1, 2)), np.zeros(2)), "pass both as"),
-    ((np.zeros((3, 2, 1)), np.zeros((3, 2))), r"q must have shape \(B, n\)"),
-    ((np.array([[np.nan, 0.0]]), np.zeros((1, 2))), "q contains NaN"),
-    ((np.zeros((1, 2)), np.array([[0.0, np.inf]])), "qd contains NaN or infinite"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ((np.zeros((3, 2)), np.zeros((3, 3))), "qd must have n_dof = 2 columns"),
+        ((np.zeros((3, 2)), np.zeros((4, 2))), "batch size 4 but q has batch size 3"),
+        ((np.zeros((1, 2)), np.zeros(2)), "pass both as"),
+        ((np.zeros((3, 2, 1)), np.zeros((3, 2))), r"q must have shape \(B, n\)"),
+        ((np.array([[np.nan, 0.0]]), np.zeros((1, 2))), "q contains NaN"),
+        ((np.zeros((1, 2)), np.array([[0.0, np.inf]])), "qd contains NaN or infinite"),
+    ],
+)
 def test_bad_inputs_raise_clearly(args, message):
     kinetic, potential, _ = SYSTEMS["double-pendulum"]()
     lag = mechanics.separable(kinetic, potential)
@@ -310,9 +321,11 @@ def test_unrolled_cholesky_gives_nan_for_an_indefinite_matrix():
 
 def test_fast_caller_raises_tensorflows_errors_and_returns_structures():
     spec = [tf.TensorSpec((None, 2, 2), tf.float64)]
-    checked = mechanics.fast_caller(tf.function(
-        lambda x: tf.sqrt(tf.debugging.check_numerics(x, "x has NaN")),
-        input_signature=spec).get_concrete_function())
+    checked = mechanics.fast_caller(
+        tf.function(
+            lambda x: tf.sqrt(tf.debugging.check_numerics(x, "x has NaN")), input_signature=spec
+        ).get_concrete_function()
+    )
     with pytest.raises(tf.errors.InvalidArgumentError, match="x has NaN"):
         checked(tf.constant([[[1.0, np.nan], [2.0, 1.0]]], tf.float64))
     ok = tf.constant([[[4.0, 0.0], [0.0, 9.0]]], tf.float64)
@@ -342,8 +355,7 @@ def test_fast_caller_keeps_gradients_when_a_tape_records():
         y = tf.reduce_sum(call(x))
     with tf.GradientTape() as reference_tape:
         y_ref = tf.reduce_sum(body(x))
-    np.testing.assert_allclose(tape.gradient(y, w).numpy(),
-                               reference_tape.gradient(y_ref, w).numpy())
+    np.testing.assert_allclose(tape.gradient(y, w).numpy(), reference_tape.gradient(y_ref, w).numpy())
     w.assign(w * 2.0)  # variables are captured by reference, not copied
     np.testing.assert_allclose(call(x).numpy(), body(x).numpy())
 
@@ -396,21 +408,23 @@ def test_xla_form_pads_with_row_zero_cuts_the_outputs_and_passes_gradients():
 def test_packed_plain_accepts_only_finite_batches_of_one_shape_and_dtype():
     f64 = np.dtype("float64")
     q, qd = np.arange(6.0).reshape(3, 2), np.ones((3, 2))
-    np.testing.assert_array_equal(mechanics.packed_plain([q, qd], f64, tf.float64, 2),
-                                  np.concatenate([q, qd], axis=1))
+    np.testing.assert_array_equal(mechanics.packed_plain([q, qd], f64, tf.float64, 2), np.concatenate([q, qd], axis=1))
     eager = tf.constant(qd)  # eager tensors pass through their numpy view (no tape)
     if mechanics.tape_may_record():  # LNN_PUBLIC_TF=1: no public way to know, so tensors stay tensors
         assert mechanics.packed_plain([q, eager], f64, tf.float64, 2) is None
     else:
-        np.testing.assert_array_equal(mechanics.packed_plain([q, eager], f64, tf.float64, 2),
-                                      np.concatenate([q, qd], axis=1))
+        np.testing.assert_array_equal(
+            mechanics.packed_plain([q, eager], f64, tf.float64, 2), np.concatenate([q, qd], axis=1)
+        )
     with tf.GradientTape():  # under a tape tensors must stay tensors (gradients)
         assert mechanics.packed_plain([q, eager], f64, tf.float64, 2) is None
-    bad = [[q, qd[:2]],  # batch sizes differ
-           [q[:, :1], qd[:, :1]],  # wrong n
-           [q[0], qd[0]],  # single states: the full checks handle them
-           [q.astype(np.float32), qd],  # another dtype
-           [q.tolist(), qd]]  # not an array
+    bad = [
+        [q, qd[:2]],  # batch sizes differ
+        [q[:, :1], qd[:, :1]],  # wrong n
+        [q[0], qd[0]],  # single states: the full checks handle them
+        [q.astype(np.float32), qd],  # another dtype
+        [q.tolist(), qd],
+    ]  # not an array
     for values in bad:
         assert mechanics.packed_plain(values, f64, tf.float64, 2) is None
     for value in (np.nan, np.inf, -np.inf):
@@ -429,8 +443,7 @@ def test_all_finite_is_exact_when_the_sum_overflows():
 
 def test_pack_columns_keeps_gradients_under_a_tape():
     q, qd = tf.constant([[1.0, 2.0]]), tf.constant([[3.0, 4.0]])
-    np.testing.assert_array_equal(mechanics.pack_columns([q, qd], tf.float32).numpy(),
-                                  [[1.0, 2.0, 3.0, 4.0]])
+    np.testing.assert_array_equal(mechanics.pack_columns([q, qd], tf.float32).numpy(), [[1.0, 2.0, 3.0, 4.0]])
     with tf.GradientTape() as tape:
         tape.watch(qd)
         total = tf.reduce_sum(mechanics.pack_columns([q, qd], tf.float32) ** 2)

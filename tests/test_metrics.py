@@ -15,8 +15,14 @@ from lnn.trajectory import Trajectory
 def _trajectory(t, q, qd):
     q = np.asarray(q, dtype=np.float64)
     qd = np.asarray(qd, dtype=np.float64)
-    return Trajectory(t=np.asarray(t, dtype=np.float64), q=q, qd=qd, qdd=np.zeros_like(q),
-                      tau=np.zeros_like(q), energy=np.zeros(q.shape[:2]))
+    return Trajectory(
+        t=np.asarray(t, dtype=np.float64),
+        q=q,
+        qd=qd,
+        qdd=np.zeros_like(q),
+        tau=np.zeros_like(q),
+        energy=np.zeros(q.shape[:2]),
+    )
 
 
 def test_acceleration_error_by_hand():
@@ -123,8 +129,7 @@ def test_bad_shapes_are_named():
 
 
 def test_table_csv_round_trip(tmp_path):
-    table = metrics.MetricsTable(rows=(metrics.MetricRow("a", 0.5, "first"),
-                                       metrics.MetricRow("b", 1e-9, "second")))
+    table = metrics.MetricsTable(rows=(metrics.MetricRow("a", 0.5, "first"), metrics.MetricRow("b", 1e-9, "second")))
     assert table.as_dict() == {"a": 0.5, "b": 1e-9}
     assert table["b"] == 1e-9
     path = table.to_csv(tmp_path / "m.csv")
@@ -152,10 +157,8 @@ def test_evaluate_true_system_against_itself_is_exact():
     assert values["energy_error_mean"] < 1e-12
     assert {"acceleration", "torque", "mass_matrix", "rollout", "energy"} <= set(table.details)
 
-    data = generate(simulations.PlanarArm(), n_trajectories=2, duration=0.5, dt=0.05, seed=1,
-                    tau="sinusoids")
-    table = metrics.evaluate(simulations.PlanarArm(), data, true_system=simulations.PlanarArm(),
-                             n_rollouts=2)
+    data = generate(simulations.PlanarArm(), n_trajectories=2, duration=0.5, dt=0.05, seed=1, tau="sinusoids")
+    table = metrics.evaluate(simulations.PlanarArm(), data, true_system=simulations.PlanarArm(), n_rollouts=2)
     assert table["torque_mse"] < 1e-16
     assert table["torque_nmse"] < 1e-16
     assert table["acceleration_error_median"] < 1e-10

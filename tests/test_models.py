@@ -12,18 +12,16 @@ import pytest
 import tensorflow as tf
 
 import lnn
-from lnn import mechanics
-from lnn import _runtime
-from lnn.models.activations import ACTIVATIONS
+from lnn import _runtime, mechanics
 from lnn.models import LagrangianNetwork, load_model
+from lnn.models.activations import ACTIVATIONS
 
 ANGULAR = (True, False, True)
 
 
 def _model(kind="kinetic-potential", *, n=3, angular=ANGULAR, hidden=(12, 10), seed=3, **kw):
     kw.setdefault("xla", False)  # XLA compiles once per batch size: tested apart, below
-    model = LagrangianNetwork(n, kind=kind, hidden=hidden, angular=angular, dtype="float64",
-                              seed=seed, **kw)
+    model = LagrangianNetwork(n, kind=kind, hidden=hidden, angular=angular, dtype="float64", seed=seed, **kw)
     rng = np.random.default_rng(seed)
     # Non-trivial input scaling, so that the tests cover it.
     model.adapt(rng.normal(0.4, 2.0, (50, n)), rng.normal(0.0, 3.0, (50, n)))
@@ -74,8 +72,7 @@ def test_numpy_and_tensorflow_activations_agree_and_skip_what_is_not_asked(name)
     for value in (True, False):
         for curvature in (True, False):
             out = ACTIVATIONS[name].np(z.copy(), value, curvature)
-            expected = [reference[0] if value else None, reference[1],
-                        reference[2] if curvature else None]
+            expected = [reference[0] if value else None, reference[1], reference[2] if curvature else None]
             for got, want in zip(out, expected):
                 if want is None:
                     continue  # skipped parts may be computed anyway (tanh, sigmoid, swish)
@@ -99,14 +96,19 @@ def test_public_calls_under_a_tape_give_weight_gradients(xla):
     assert bool(model.compiled_ops()[("mass_matrix", None)].ready) == xla
     with tf.GradientTape(persistent=True) as tape:
         tape.watch(q)
-        compiled = {"M": tf.reduce_sum(model.mass_matrix(q, qd) ** 2),
-                    "qdd": tf.reduce_sum(model.acceleration(q, qd) ** 2)}
-        graph = {"M": tf.reduce_sum(_eager(model._mass_matrix_graph, q, qd) ** 2),
-                 "qdd": tf.reduce_sum(_eager(model._acceleration_graph, q, qd) ** 2)}
+        compiled = {
+            "M": tf.reduce_sum(model.mass_matrix(q, qd) ** 2),
+            "qdd": tf.reduce_sum(model.acceleration(q, qd) ** 2),
+        }
+        graph = {
+            "M": tf.reduce_sum(_eager(model._mass_matrix_graph, q, qd) ** 2),
+            "qdd": tf.reduce_sum(_eager(model._acceleration_graph, q, qd) ** 2),
+        }
     for key in compiled:
         np.testing.assert_allclose(compiled[key].numpy(), graph[key].numpy(), rtol=1e-10)
-        np.testing.assert_allclose(tape.gradient(compiled[key], q).numpy(),
-                                   tape.gradient(graph[key], q).numpy(), rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(
+            tape.gradient(compiled[key], q).numpy(), tape.gradient(graph[key], q).numpy(), rtol=1e-9, atol=1e-12
+        )
         got = tape.gradient(compiled[key], model.trainable_variables)
         want = tape.gradient(graph[key], model.trainable_variables)
         assert sum(g is not None for g in got) == sum(w is not None for w in want) > 0
@@ -120,10 +122,10 @@ def test_numpy_inputs_under_a_tape_give_weight_gradients_with_xla_padding():
     # and the cut outputs must stay on the tape that watches the weights.
     model = _model("kinetic-potential", hidden=(6, 5), convex=True, xla=True)
     q, qd, tau = _states(batch=5, seed=5)
-    for call, graph in ((lambda: model.acceleration(q, qd, tau),
-                         lambda: _eager(model._acceleration_graph, q, qd, tau)),
-                        (lambda: model.inverse_dynamics(q, qd, tau),
-                         lambda: _eager(model._inverse_dynamics_graph, q, qd, tau))):
+    for call, graph in (
+        (lambda: model.acceleration(q, qd, tau), lambda: _eager(model._acceleration_graph, q, qd, tau)),
+        (lambda: model.inverse_dynamics(q, qd, tau), lambda: _eager(model._inverse_dynamics_graph, q, qd, tau)),
+    ):
         with tf.GradientTape(persistent=True) as tape:
             compiled, plain = tf.reduce_sum(call() ** 2), tf.reduce_sum(graph() ** 2)
         np.testing.assert_allclose(compiled.numpy(), plain.numpy(), rtol=1e-10)
@@ -157,8 +159,7 @@ def test_closed_form_matches_nested_tapes(case):
     np.testing.assert_allclose(m_lag.numpy(), m, rtol=1e-10, atol=1e-12)
     force = tau - qd @ model.damping_matrix().numpy().T
     qdd = model.acceleration(q, qd, tau, regularize=reg).numpy()
-    qdd_ref = _eager(lambda a, b, c: mechanics._acceleration_body(lag, a, b, c, "reverse", reg),
-                     q, qd, force)
+    qdd_ref = _eager(lambda a, b, c: mechanics._acceleration_body(lag, a, b, c, "reverse", reg), q, qd, force)
     np.testing.assert_allclose(qdd, qdd_ref.numpy(), rtol=1e-9, atol=1e-11)
     tau_back = model.inverse_dynamics(q, qd, qdd).numpy()
     tau_ref = _eager(lambda a, b, c: mechanics._inverse_dynamics_body(lag, a, b, c), q, qd, qdd)
@@ -167,9 +168,12 @@ def test_closed_form_matches_nested_tapes(case):
         np.testing.assert_allclose(tau_back, tau, atol=1e-9)
     e_ref = _eager(lambda a, b: mechanics._energy_body(lag, a, b), q, qd)
     np.testing.assert_allclose(model.energy(q, qd).numpy(), e_ref.numpy(), rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(model.lagrangian(q, qd).numpy(),
-                               (model.kinetic_energy(q, qd) - model.potential_energy(q)).numpy(),
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        model.lagrangian(q, qd).numpy(),
+        (model.kinetic_energy(q, qd) - model.potential_energy(q)).numpy(),
+        rtol=1e-12,
+        atol=1e-12,
+    )
 
 
 def test_mass_matrix_matches_central_differences_of_kinetic_energy():
@@ -185,8 +189,12 @@ def test_mass_matrix_matches_central_differences_of_kinetic_energy():
     fd = np.empty((4, n, n))
     for i in range(n):
         for j in range(n):
-            fd[:, i, j] = (t(qd + h * eye[i] + h * eye[j]) - t(qd + h * eye[i] - h * eye[j])
-                           - t(qd - h * eye[i] + h * eye[j]) + t(qd - h * eye[i] - h * eye[j])) / (4 * h * h)
+            fd[:, i, j] = (
+                t(qd + h * eye[i] + h * eye[j])
+                - t(qd + h * eye[i] - h * eye[j])
+                - t(qd - h * eye[i] + h * eye[j])
+                + t(qd - h * eye[i] - h * eye[j])
+            ) / (4 * h * h)
     np.testing.assert_allclose(model.mass_matrix(q, qd).numpy(), fd, rtol=1e-5, atol=1e-7)
 
 
@@ -278,13 +286,13 @@ def test_gradient_of_acceleration_loss_wrt_weights_matches_finite_differences():
                 return tf.reduce_mean((qdd - target) ** 2)
             finally:
                 object.__setattr__(net, attr, original)
+
         return loss, tf.convert_to_tensor(original if index is None else original[index])
 
     for attr, index in (("w_v", None), ("w_x", None), ("_raw_kernels", 0), ("_raw_kernels", 1), ("_biases", 0)):
         loss, x0 = loss_with(attr, index)
         theoretical, numerical = tf.test.compute_gradient(loss, [x0], delta=1e-6)
-        np.testing.assert_allclose(theoretical[0], numerical[0], rtol=1e-5,
-                                   atol=1e-7 * np.abs(numerical[0]).max())
+        np.testing.assert_allclose(theoretical[0], numerical[0], rtol=1e-5, atol=1e-7 * np.abs(numerical[0]).max())
     # And the whole weight list through a tape, as a training step sees it.
     with tf.GradientTape() as tape:
         loss = tf.reduce_mean((model((q, qd, tau)) - target) ** 2)
@@ -309,25 +317,40 @@ def test_tracing_count_stays_one_across_batch_sizes():
 
 @pytest.mark.parametrize("kind, dtype", [("kinetic-potential", "float32"), ("structured", "float64")])
 def test_save_load_round_trip_is_bit_identical(tmp_path, kind, dtype):
-    model = LagrangianNetwork(2, kind=kind, hidden=(8, 8), angular=(True, False), damping=True,
-                              dtype=dtype, seed=11, convex=(kind == "kinetic-potential"), xla=False)
+    model = LagrangianNetwork(
+        2,
+        kind=kind,
+        hidden=(8, 8),
+        angular=(True, False),
+        damping=True,
+        dtype=dtype,
+        seed=11,
+        convex=(kind == "kinetic-potential"),
+        xla=False,
+    )
     rng = np.random.default_rng(0)
-    model.adapt(rng.normal(1.0, 2.0, (40, 2)), rng.normal(0.0, 3.0, (40, 2)),
-                rng.normal(0.0, 5.0, (40, 2)))
+    model.adapt(rng.normal(1.0, 2.0, (40, 2)), rng.normal(0.0, 3.0, (40, 2)), rng.normal(0.0, 5.0, (40, 2)))
     q, qd, tau = _states(n=2, batch=9)
     path = tmp_path / "model.keras"
     model.save(path)
     loaded = lnn.load_model(path)
     assert isinstance(loaded, LagrangianNetwork)
-    assert (loaded.n_dof, loaded.kind, loaded.angular, loaded.dtype, loaded.damping) == \
-        (2, kind, (True, False), dtype, True)
+    assert (loaded.n_dof, loaded.kind, loaded.angular, loaded.dtype, loaded.damping) == (
+        2,
+        kind,
+        (True, False),
+        dtype,
+        True,
+    )
     assert loaded.get_config() == model.get_config()
     for a, b in zip(model.weights, loaded.weights):
         assert np.array_equal(np.asarray(a), np.asarray(b))
     for name in ("energy", "mass_matrix"):
         assert np.array_equal(getattr(model, name)(q, qd).numpy(), getattr(loaded, name)(q, qd).numpy())
-    assert np.array_equal(model.acceleration(q, qd, tau, regularize=10.0).numpy(),
-                          loaded.acceleration(q, qd, tau, regularize=10.0).numpy())
+    assert np.array_equal(
+        model.acceleration(q, qd, tau, regularize=10.0).numpy(),
+        loaded.acceleration(q, qd, tau, regularize=10.0).numpy(),
+    )
 
 
 def test_load_model_errors(tmp_path):
@@ -368,19 +391,22 @@ def test_bad_inputs_raise_clearly():
         model(tf.constant(q))
 
 
-@pytest.mark.parametrize("kwargs, error, message", [
-    (dict(n_dof=0), ValueError, "n_dof must be a positive integer"),
-    (dict(n_dof=2, kind="hamiltonian"), ValueError, "kind must be one of"),
-    (dict(n_dof=2, activation="relu"), ValueError, "activation must be one of"),
-    (dict(n_dof=2, angular=(True,)), ValueError, "angular must have n_dof = 2"),
-    (dict(n_dof=2, angular=1.5), TypeError, "angular must be a bool or 2 bools, got 1.5"),
-    (dict(n_dof=2, convex=True, kind="black-box"), ValueError, "convex=True applies"),
-    (dict(n_dof=2, convex=True, activation="tanh"), ValueError, "softplus"),
-    (dict(n_dof=2, convex_init=True, activation="swish"), ValueError, "convex_init=True needs"),
-    (dict(n_dof=2, hidden=()), ValueError, "hidden must be a non-empty"),
-    (dict(n_dof=2, hidden=64), TypeError, "hidden must be a tuple"),
-    (dict(n_dof=2, dtype="float16"), ValueError, "dtype must be"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        (dict(n_dof=0), ValueError, "n_dof must be a positive integer"),
+        (dict(n_dof=2, kind="hamiltonian"), ValueError, "kind must be one of"),
+        (dict(n_dof=2, activation="relu"), ValueError, "activation must be one of"),
+        (dict(n_dof=2, angular=(True,)), ValueError, "angular must have n_dof = 2"),
+        (dict(n_dof=2, angular=1.5), TypeError, "angular must be a bool or 2 bools, got 1.5"),
+        (dict(n_dof=2, convex=True, kind="black-box"), ValueError, "convex=True applies"),
+        (dict(n_dof=2, convex=True, activation="tanh"), ValueError, "softplus"),
+        (dict(n_dof=2, convex_init=True, activation="swish"), ValueError, "convex_init=True needs"),
+        (dict(n_dof=2, hidden=()), ValueError, "hidden must be a non-empty"),
+        (dict(n_dof=2, hidden=64), TypeError, "hidden must be a tuple"),
+        (dict(n_dof=2, dtype="float16"), ValueError, "dtype must be"),
+    ],
+)
 def test_bad_constructor_arguments(kwargs, error, message):
     with pytest.raises(error, match=message):
         LagrangianNetwork(kwargs.pop("n_dof"), **kwargs)
@@ -395,10 +421,8 @@ def test_angular_coordinates_are_periodic_and_adapt_scales_the_rest():
     model = _model("black-box")
     q, qd, _ = _states()
     shift = np.array([2 * np.pi, 0.0, -4 * np.pi])
-    np.testing.assert_allclose(model.lagrangian(q + shift, qd).numpy(),
-                               model.lagrangian(q, qd).numpy(), rtol=1e-12)
-    assert not np.allclose(model.lagrangian(q + 2 * np.pi, qd).numpy(),
-                           model.lagrangian(q, qd).numpy())
+    np.testing.assert_allclose(model.lagrangian(q + shift, qd).numpy(), model.lagrangian(q, qd).numpy(), rtol=1e-12)
+    assert not np.allclose(model.lagrangian(q + 2 * np.pi, qd).numpy(), model.lagrangian(q, qd).numpy())
     np.testing.assert_array_equal(np.asarray(model.q_mean)[[0, 2]], 0.0)
     np.testing.assert_array_equal(np.asarray(model.q_std)[[0, 2]], 1.0)
     assert abs(np.asarray(model.q_mean)[1] - 0.4) < 0.8
@@ -482,8 +506,7 @@ _XLA_SCRIPT = textwrap.dedent("""
 
 def test_xla_path_in_a_fresh_process():
     """The default XLA path equals the plain graph (fresh process: XLA gradient registry pitfall)."""
-    result = subprocess.run([sys.executable, "-c", _XLA_SCRIPT], capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run([sys.executable, "-c", _XLA_SCRIPT], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith("ok")
 

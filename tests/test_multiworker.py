@@ -93,11 +93,18 @@ def test_two_workers_on_localhost_train_as_one_process():
     workers = []
     for index in range(2):
         config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
-        workers.append(subprocess.Popen([sys.executable, "-c", _WORKER, "multi"], text=True,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        env=_env(TF_CONFIG=config)))
-    single = subprocess.Popen([sys.executable, "-c", _WORKER, "single"], text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+        workers.append(
+            subprocess.Popen(
+                [sys.executable, "-c", _WORKER, "multi"],
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=_env(TF_CONFIG=config),
+            )
+        )
+    single = subprocess.Popen(
+        [sys.executable, "-c", _WORKER, "single"], text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env()
+    )
     try:
         results = [_result(w, f"worker {i}") for i, w in enumerate(workers)]
         one = _result(single, "the single process")

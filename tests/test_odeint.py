@@ -52,8 +52,9 @@ class TFDoublePendulum:
     def energy(self, q, qd):
         """``T + V``, shape ``(B,)``."""
         kinetic = 0.5 * tf.einsum("bi,bij,bj->b", qd, self.mass_matrix(q), qd)
-        potential = (-(self.m1 + self.m2) * self.g * self.l1 * tf.cos(q[..., 0])
-                     - self.m2 * self.g * self.l2 * tf.cos(q[..., 1]))
+        potential = -(self.m1 + self.m2) * self.g * self.l1 * tf.cos(q[..., 0]) - self.m2 * self.g * self.l2 * tf.cos(
+            q[..., 1]
+        )
         return kinetic + potential
 
 
@@ -85,10 +86,12 @@ def test_test_oracle_matches_ground_truth_double_pendulum():
     truth = simulations.DoublePendulum()
     rng = np.random.default_rng(0)
     q, qd = rng.normal(size=(5, 2)), rng.normal(size=(5, 2))
-    np.testing.assert_allclose(SYSTEM.acceleration(tf.constant(q), tf.constant(qd)).numpy(),
-                               truth.acceleration(q, qd), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(SYSTEM.energy(tf.constant(q), tf.constant(qd)).numpy(),
-                               truth.energy(q, qd), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        SYSTEM.acceleration(tf.constant(q), tf.constant(qd)).numpy(), truth.acceleration(q, qd), rtol=1e-12, atol=1e-12
+    )
+    np.testing.assert_allclose(
+        SYSTEM.energy(tf.constant(q), tf.constant(qd)).numpy(), truth.energy(q, qd), rtol=1e-12, atol=1e-12
+    )
 
 
 @pytest.mark.parametrize("method, order", [("rk4", 4.0), ("verlet", 2.0)])
@@ -175,22 +178,19 @@ def test_agrees_with_scipy_rollout_under_torques(method):
     t = np.linspace(0.0, 1.0, 201)
     tau_samples = np.stack([0.5 * np.sin(3 * t), 0.2 * t], axis=-1)  # (T, 2), linear in between
     exact = simulations.DoublePendulum()  # numpy twin of SYSTEM (checked above): fast oracle
-    truth = lnn.integrate.rollout(exact, Q0, QD0, t, tau=tau_samples, method="DOP853",
-                                  rtol=1e-12, atol=1e-12)
+    truth = lnn.integrate.rollout(exact, Q0, QD0, t, tau=tau_samples, method="DOP853", rtol=1e-12, atol=1e-12)
     ours = odeint(SYSTEM, Q0, QD0, t, method=method, tau=tau_samples, substeps=2)
     tolerance = 1e-7 if method == "rk4" else 2e-4
     np.testing.assert_allclose(ours.q.numpy(), truth.q, atol=tolerance)
     np.testing.assert_allclose(ours.qd.numpy(), truth.qd, atol=10 * tolerance)
     np.testing.assert_allclose(ours.tau.numpy(), truth.tau, atol=1e-12)
-    np.testing.assert_allclose(ours.qdd.numpy(),
-                               SYSTEM.acceleration(ours.q, ours.qd, ours.tau).numpy(), atol=1e-12)
+    np.testing.assert_allclose(ours.qdd.numpy(), SYSTEM.acceleration(ours.q, ours.qd, ours.tau).numpy(), atol=1e-12)
 
     def controller(time, q, qd):
         return -0.5 * qd  # damping: a force that depends on the state
 
     damped = odeint(SYSTEM, Q0, QD0, t, method=method, tau=controller, substeps=2)
-    truth = lnn.integrate.rollout(exact, Q0, QD0, t, tau=lambda s, q, qd: -0.5 * qd,
-                                  rtol=1e-12, atol=1e-12)
+    truth = lnn.integrate.rollout(exact, Q0, QD0, t, tau=lambda s, q, qd: -0.5 * qd, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(damped.q.numpy(), truth.q, atol=tolerance)
     np.testing.assert_allclose(damped.tau.numpy(), truth.tau, atol=10 * tolerance)
     assert np.all(damped.energy.numpy()[:, -1] < damped.energy.numpy()[:, 0])
@@ -205,8 +205,7 @@ def test_lazy_wrapper_and_no_retracing():
     assert first.nfev == 4 * 4 + 5
     from lnn.odeint import _CACHE
 
-    (compiled,) = [f for key, f in _CACHE[SYSTEM].items() if key[0] == "rk4" and key[1] == 1
-                   and key[3] is None]
+    (compiled,) = [f for key, f in _CACHE[SYSTEM].items() if key[0] == "rk4" and key[1] == 1 and key[3] is None]
     assert compiled.experimental_get_tracing_count() == 1
 
 
@@ -227,8 +226,13 @@ def test_bad_input_is_rejected_with_a_clear_message():
     with pytest.raises(ValueError, match="substeps"):
         odeint(SYSTEM, Q0, QD0, t, substeps=0)
     with pytest.raises(TypeError, match="mass_matrix"):
-        odeint(type("NoMass", (), {"n_dof": 2, "acceleration": SYSTEM.acceleration,
-                                   "energy": SYSTEM.energy})(), Q0, QD0, t, method="verlet")
+        odeint(
+            type("NoMass", (), {"n_dof": 2, "acceleration": SYSTEM.acceleration, "energy": SYSTEM.energy})(),
+            Q0,
+            QD0,
+            t,
+            method="verlet",
+        )
 
 
 def _learned_double_pendulum(kind):
@@ -236,8 +240,9 @@ def _learned_double_pendulum(kind):
     from lnn.models import LagrangianNetwork
 
     options = {"convex": True} if kind == "kinetic-potential" else {}
-    model = LagrangianNetwork(2, kind=kind, hidden=(8, 8), angular=(True, True), damping=True,
-                              dtype="float64", seed=4, **options)
+    model = LagrangianNetwork(
+        2, kind=kind, hidden=(8, 8), angular=(True, True), damping=True, dtype="float64", seed=4, **options
+    )
     rng = np.random.default_rng(4)
     model.adapt(rng.uniform(-np.pi, np.pi, (64, 2)), rng.normal(size=(64, 2)))
     return model
@@ -264,8 +269,7 @@ def test_learned_model_agrees_with_scipy_rollout_and_weight_gradient_matches():
         value = loss()
     grad = tape.gradient(value, weight)
     assert grad is not None
-    np.testing.assert_allclose(grad.numpy()[index], _weight_difference(weight, index, loss),
-                               rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(grad.numpy()[index], _weight_difference(weight, index, loss), rtol=1e-6, atol=1e-9)
 
 
 def _weight_difference(weight, index, loss, eps=1e-6):
@@ -327,9 +331,9 @@ def test_verlet_on_a_learned_lagrangian_is_second_order_and_agrees_with_rk4(damp
     tau = np.stack([0.5 * np.sin(3 * t), 0.2 * t], axis=-1)  # (T, 2), same compiled rollouts
     forced = odeint(model, Q0, QD0, t, method="verlet", tau=tau)
     assert np.abs(forced.q.numpy() - verlet.q.numpy()).max() > 1e-2
-    np.testing.assert_allclose(forced.q.numpy(),
-                               odeint(model, Q0, QD0, t, method="rk4", tau=tau).q.numpy(),
-                               rtol=0, atol=5e-4)
+    np.testing.assert_allclose(
+        forced.q.numpy(), odeint(model, Q0, QD0, t, method="rk4", tau=tau).q.numpy(), rtol=0, atol=5e-4
+    )
 
 
 class _WithoutLagrangian:
@@ -359,8 +363,9 @@ def test_verlet_energy_bounded_on_a_conservative_learned_model_while_rk4_drifts(
     the error oscillates), RK4's grows."""
     from lnn.models import LagrangianNetwork
 
-    model = LagrangianNetwork(1, kind="kinetic-potential", hidden=(8, 8), angular=(True,),
-                              convex=True, dtype="float64", seed=4)
+    model = LagrangianNetwork(
+        1, kind="kinetic-potential", hidden=(8, 8), angular=(True,), convex=True, dtype="float64", seed=4
+    )
     rng = np.random.default_rng(4)
     model.adapt(rng.uniform(-np.pi, np.pi, (64, 1)), rng.normal(size=(64, 1)))
     q0, qd0 = rng.uniform(-1.0, 1.0, (2, 1)), rng.uniform(-0.5, 0.5, (2, 1))
@@ -392,9 +397,9 @@ def test_verlet_gradients_through_a_learned_lagrangian_match_finite_differences(
         e[0, i] = eps
         fd = (loss(q0 + e) - loss(q0 - e)).numpy() / (2 * eps)
         np.testing.assert_allclose(grad_q0.numpy()[0, i], fd, rtol=1e-6, atol=1e-8)
-    np.testing.assert_allclose(grad_weight.numpy()[index],
-                               _weight_difference(weight, index, lambda: loss(q0), eps),
-                               rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(
+        grad_weight.numpy()[index], _weight_difference(weight, index, lambda: loss(q0), eps), rtol=1e-6, atol=1e-8
+    )
 
 
 # ----------------------------------------------------------------------------- inside tf.function
@@ -435,8 +440,7 @@ def test_inside_a_tf_function_with_unknown_batch_returns_tensors_and_traces_once
             shifted.append(loss_and_gradients(q0, qd0, tau)[0].numpy())
         weight.assign(original)
         (grad,) = [g for g, v in zip(grads, model.trainable_variables) if v is weight]
-        np.testing.assert_allclose(grad.numpy()[index], (shifted[0] - shifted[1]) / (2 * eps),
-                                   rtol=1e-6, atol=1e-9)
+        np.testing.assert_allclose(grad.numpy()[index], (shifted[0] - shifted[1]) / (2 * eps), rtol=1e-6, atol=1e-9)
     assert loss_and_gradients.experimental_get_tracing_count() == 1
 
 
@@ -448,9 +452,9 @@ def test_inside_a_tf_function_symbolic_times_and_shapes_are_checked_when_the_gra
         return odeint(SYSTEM, q0, qd0, t, method="verlet").q[:, -1]
 
     t = np.linspace(0.0, 0.5, 11)
-    np.testing.assert_allclose(final_q(Q0, QD0, t).numpy(),
-                               odeint(SYSTEM, Q0, QD0, t, method="verlet").q.numpy()[:, -1],
-                               rtol=0, atol=1e-14)
+    np.testing.assert_allclose(
+        final_q(Q0, QD0, t).numpy(), odeint(SYSTEM, Q0, QD0, t, method="verlet").q.numpy()[:, -1], rtol=0, atol=1e-14
+    )
     with pytest.raises(tf.errors.InvalidArgumentError, match="strictly increasing"):
         final_q(Q0, QD0, t[::-1])
     with pytest.raises(tf.errors.InvalidArgumentError, match="same batch size"):

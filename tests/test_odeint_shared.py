@@ -7,13 +7,13 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 import tensorflow as tf
+from test_odeint import TFDoublePendulum
+from test_odeint import _WithoutLagrangian as WithoutLagrangian
 
 import lnn
 import lnn.integrate
 from lnn._schemes import LagrangianMomentum, MassMomentum, scheme, verlet_step
 from lnn.odeint import OdeintResult, odeint
-from test_odeint import TFDoublePendulum
-from test_odeint import _WithoutLagrangian as WithoutLagrangian
 
 
 @dataclass(frozen=True, eq=False)
@@ -28,8 +28,9 @@ class QuadraticPendulum(TFDoublePendulum):
     l2: float = 0.8
 
     def potential(self, q):
-        return (-(self.m1 + self.m2) * self.g * self.l1 * tf.cos(q[..., 0])
-                - self.m2 * self.g * self.l2 * tf.cos(q[..., 1]))
+        return -(self.m1 + self.m2) * self.g * self.l1 * tf.cos(q[..., 0]) - self.m2 * self.g * self.l2 * tf.cos(
+            q[..., 1]
+        )
 
     def lagrangian(self, q, qd):
         return 0.5 * tf.einsum("bi,bij,bj->b", qd, self.mass_matrix(q), qd) - self.potential(q)
@@ -51,11 +52,11 @@ def test_both_verlet_momenta_give_the_same_step_on_a_quadratic_kinetic_energy():
     steps = {}
     for momentum in (LagrangianMomentum(SYSTEM), MassMomentum(SYSTEM)):
         p0, _ = momentum.parts(q0, qd0)
-        steps[type(momentum).__name__] = verlet_step(momentum, (q0, qd0, p0), s, h, force,
-                                                     iterations=4)
+        steps[type(momentum).__name__] = verlet_step(momentum, (q0, qd0, p0), s, h, force, iterations=4)
     # p = dL/dqd of T = ½ qdᵀ M qd is M qd: the two momenta (and their rates) are equal.
-    np.testing.assert_allclose(LagrangianMomentum(SYSTEM).parts(q0, qd0)[0].numpy(),
-                               MassMomentum(SYSTEM).parts(q0, qd0)[0].numpy(), rtol=1e-14)
+    np.testing.assert_allclose(
+        LagrangianMomentum(SYSTEM).parts(q0, qd0)[0].numpy(), MassMomentum(SYSTEM).parts(q0, qd0)[0].numpy(), rtol=1e-14
+    )
     for by_lagrangian, by_mass in zip(steps["LagrangianMomentum"], steps["MassMomentum"]):
         np.testing.assert_allclose(by_lagrangian.numpy(), by_mass.numpy(), rtol=0, atol=1e-12)
 
@@ -67,8 +68,9 @@ def test_both_verlet_flavours_agree_through_odeint(forced):
     by_lagrangian = odeint(SYSTEM, Q0, QD0, t, method="verlet", tau=tau)
     by_mass = odeint(WithoutLagrangian(SYSTEM), Q0, QD0, t, method="verlet", tau=tau)
     for field in ("q", "qd", "qdd", "tau", "energy"):
-        np.testing.assert_allclose(getattr(by_lagrangian, field).numpy(),
-                                   getattr(by_mass, field).numpy(), rtol=0, atol=1e-11)
+        np.testing.assert_allclose(
+            getattr(by_lagrangian, field).numpy(), getattr(by_mass, field).numpy(), rtol=0, atol=1e-11
+        )
     # Evaluations per step: dL/d(q, qd) for the Lagrangian form, accelerations for p = M qd.
     assert by_lagrangian.nfev == (3 * 4 + 4) * 40 + 41
     assert by_mass.nfev == (4 + 2) * 40 + 41
@@ -94,8 +96,14 @@ def test_odeint_returns_a_trajectory_eagerly_and_inside_a_tf_function():
     def final_state(q0, qd0):
         for name, entry in (("odeint", odeint), ("lnn.integrate.odeint", lnn.integrate.odeint)):
             path = entry(SYSTEM, q0, qd0, t, method="verlet")
-            seen[name] = (type(path), path.symbolic, path.q.shape.as_list(),
-                          path.qd.shape.as_list(), path.energy.shape.as_list(), path.nfev)
+            seen[name] = (
+                type(path),
+                path.symbolic,
+                path.q.shape.as_list(),
+                path.qd.shape.as_list(),
+                path.energy.shape.as_list(),
+                path.nfev,
+            )
         return path.q[:, -1], path.qd[:, -1]
 
     q_end, qd_end = final_state(Q0, QD0)
@@ -138,8 +146,7 @@ def test_trajectory_keeps_refusing_inconsistent_numpy_shapes():
     for field, value, message in [
         ("t", np.zeros((5, 1)), r"Trajectory.t must have shape \(T,\), got shape \(5, 1\)"),
         ("q", np.zeros((2, 4, 3)), r"Trajectory.q must have shape \(B, T=5, n\)"),
-        ("qd", np.zeros((2, 5, 2)),
-         r"Trajectory.qd must have shape \(2, 5, 3\), got shape \(2, 5, 2\)"),
+        ("qd", np.zeros((2, 5, 2)), r"Trajectory.qd must have shape \(2, 5, 3\), got shape \(2, 5, 2\)"),
         ("energy", np.zeros((2, 4)), r"Trajectory.energy must have shape \(2, 5\)"),
     ]:
         with pytest.raises(ValueError, match=message):

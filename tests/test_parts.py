@@ -23,14 +23,14 @@ FORCES = ({}, {"damping": True, "friction": "viscous+coulomb"})
 
 def _states(n=16, n_dof=2, seed=0):
     rng = np.random.default_rng(seed)
-    return (rng.uniform(-np.pi, np.pi, (n, n_dof)), rng.normal(0.0, 1.5, (n, n_dof)),
-            rng.normal(0.0, 2.0, (n, n_dof)))
+    return (rng.uniform(-np.pi, np.pi, (n, n_dof)), rng.normal(0.0, 1.5, (n, n_dof)), rng.normal(0.0, 2.0, (n, n_dof)))
 
 
 def _trained_like(kind, seed=0, **forces):
     """A float64 model with adapted scales and every weight moved off its initialisation."""
-    model = LagrangianNetwork(2, kind=kind, hidden=(16, 16), angular=(True, False), dtype="float64",
-                              seed=seed, xla=False, **forces)
+    model = LagrangianNetwork(
+        2, kind=kind, hidden=(16, 16), angular=(True, False), dtype="float64", seed=seed, xla=False, **forces
+    )
     q, qd, qdd = _states(64, seed=seed + 1)
     model.adapt(q, qd, qdd)
     rng = np.random.default_rng(seed + 2)
@@ -50,19 +50,20 @@ def test_kinetic_energy_vanishes_at_rest_and_v_is_the_potential(kind):
     q, qd, _ = _states()
     zero = np.zeros_like(qd)
     np.testing.assert_allclose(_np(model.kinetic_energy(q, zero)), 0.0, atol=1e-12)
-    np.testing.assert_allclose(_np(model.potential_energy(q)), -_np(model.lagrangian(q, zero)),
-                               rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(_np(model.kinetic_energy(q, qd)) - _np(model.potential_energy(q)),
-                               _np(model.lagrangian(q, qd)), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(_np(model.energy(q, zero)), _np(model.potential_energy(q)),
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(_np(model.potential_energy(q)), -_np(model.lagrangian(q, zero)), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        _np(model.kinetic_energy(q, qd)) - _np(model.potential_energy(q)),
+        _np(model.lagrangian(q, qd)),
+        rtol=1e-12,
+        atol=1e-12,
+    )
+    np.testing.assert_allclose(_np(model.energy(q, zero)), _np(model.potential_energy(q)), rtol=1e-12, atol=1e-12)
     # gravity = dV/dq, by autodiff of the potential
     qt = tf.constant(q)
     with tf.GradientTape() as tape:
         tape.watch(qt)
         v = model._potential(qt)
-    np.testing.assert_allclose(_np(model.gravity(q)), _np(tape.gradient(v, qt)), rtol=1e-10,
-                               atol=1e-12)
+    np.testing.assert_allclose(_np(model.gravity(q)), _np(tape.gradient(v, qt)), rtol=1e-10, atol=1e-12)
 
 
 # ------------------------------------------------------------------------------ the parts
@@ -89,8 +90,11 @@ def test_the_parts_add_up_to_the_inverse_dynamics(kind, forces):
     np.testing.assert_allclose(split.gravity, gravity, rtol=1e-12)
     np.testing.assert_allclose(split.coriolis, coriolis, rtol=1e-12)
     np.testing.assert_allclose(split.friction, friction, rtol=1e-12)
-    np.testing.assert_allclose(split.inertial + split.coriolis + split.gravity + split.friction,
-                               split.total, atol=1e-10 * max(1.0, np.abs(total).max()))
+    np.testing.assert_allclose(
+        split.inertial + split.coriolis + split.gravity + split.friction,
+        split.total,
+        atol=1e-10 * max(1.0, np.abs(total).max()),
+    )
 
 
 def test_a_conservative_model_shows_no_friction():
@@ -108,8 +112,7 @@ def test_parts_take_single_states_and_compile_once():
     model = _trained_like("structured")
     q, qd, _ = _states(3)
     np.testing.assert_allclose(_np(model.gravity(q[0])), _np(model.gravity(q))[0], rtol=1e-12)
-    np.testing.assert_allclose(_np(model.coriolis(q[1], qd[1])), _np(model.coriolis(q, qd))[1],
-                               rtol=1e-12)
+    np.testing.assert_allclose(_np(model.coriolis(q[1], qd[1])), _np(model.coriolis(q, qd))[1], rtol=1e-12)
     for batch in (1, 5, 7):
         q, qd, _ = _states(batch, seed=batch)
         model.gravity(q), model.coriolis(q, qd), model.friction_torque(qd)
@@ -142,21 +145,22 @@ class ExactDoublePendulum(Kind):
 
     def kinetic(self, q, qd):
         p = PENDULUM
-        return (0.5 * (p.m1 + p.m2) * p.l1 ** 2 * qd[:, 0] ** 2 + 0.5 * p.m2 * p.l2 ** 2 * qd[:, 1] ** 2
-                + p.m2 * p.l1 * p.l2 * qd[:, 0] * qd[:, 1] * tf.cos(q[:, 0] - q[:, 1]))
+        return (
+            0.5 * (p.m1 + p.m2) * p.l1**2 * qd[:, 0] ** 2
+            + 0.5 * p.m2 * p.l2**2 * qd[:, 1] ** 2
+            + p.m2 * p.l1 * p.l2 * qd[:, 0] * qd[:, 1] * tf.cos(q[:, 0] - q[:, 1])
+        )
 
     def potential(self, q):
         p = PENDULUM
-        return (-(p.m1 + p.m2) * p.g * p.l1 * tf.cos(q[:, 0])
-                - p.m2 * p.g * p.l2 * tf.cos(q[:, 1]))
+        return -(p.m1 + p.m2) * p.g * p.l1 * tf.cos(q[:, 0]) - p.m2 * p.g * p.l2 * tf.cos(q[:, 1])
 
 
 @pytest.fixture
 def exact_model():
     KINDS[ExactDoublePendulum.name] = ExactDoublePendulum
     try:
-        yield LagrangianNetwork(2, kind=ExactDoublePendulum.name, hidden=(1,), angular=True,
-                                dtype="float64", xla=False)
+        yield LagrangianNetwork(2, kind=ExactDoublePendulum.name, hidden=(1,), angular=True, dtype="float64", xla=False)
     finally:
         del KINDS[ExactDoublePendulum.name]
 
@@ -165,8 +169,9 @@ def exact_model():
 def exact_damped_model():
     KINDS[ExactDoublePendulum.name] = ExactDoublePendulum
     try:
-        yield LagrangianNetwork(2, kind=ExactDoublePendulum.name, hidden=(1,), angular=True,
-                                dtype="float64", xla=False, damping=True)
+        yield LagrangianNetwork(
+            2, kind=ExactDoublePendulum.name, hidden=(1,), angular=True, dtype="float64", xla=False, damping=True
+        )
     finally:
         del KINDS[ExactDoublePendulum.name]
 
@@ -174,19 +179,20 @@ def exact_damped_model():
 def test_each_part_of_the_exact_lagrangian_is_the_true_part(exact_model):
     model, system = exact_model, PENDULUM
     q, qd, qdd = _states(32, seed=3)
-    np.testing.assert_allclose(_np(model.mass_matrix(q, qd)), system.mass_matrix(q), rtol=1e-12,
-                               atol=1e-12)
+    np.testing.assert_allclose(_np(model.mass_matrix(q, qd)), system.mass_matrix(q), rtol=1e-12, atol=1e-12)
     # gravity = dV/dq of the true potential, by central differences
     h = 1e-6
-    grad = np.stack([(system.potential_energy(q + h * e) - system.potential_energy(q - h * e)) / (2 * h)
-                     for e in np.eye(2)], -1)
+    grad = np.stack(
+        [(system.potential_energy(q + h * e) - system.potential_energy(q - h * e)) / (2 * h) for e in np.eye(2)], -1
+    )
     np.testing.assert_allclose(_np(model.gravity(q)), grad, rtol=1e-8, atol=1e-8)
     # the velocity terms: the bias force b(q, qd) = C(q, qd) qd + g(q) less gravity
     coriolis = system.bias_force(q, qd) - system.bias_force(q, np.zeros_like(qd))
     np.testing.assert_allclose(_np(model.coriolis(q, qd)), coriolis, rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(_np(model.friction_torque(qd)), 0.0)
-    np.testing.assert_allclose(_np(model.inverse_dynamics(q, qd, qdd)),
-                               system.inverse_dynamics(q, qd, qdd), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        _np(model.inverse_dynamics(q, qd, qdd)), system.inverse_dynamics(q, qd, qdd), rtol=1e-12, atol=1e-12
+    )
     # and the figure's split of the model is the true system's
     mine, true = plot.torque_decomposition(model, q, qd, qdd), plot.torque_decomposition(system, q, qd, qdd)
     for part in ("inertial", "coriolis", "gravity", "friction", "total"):
@@ -199,19 +205,20 @@ def test_the_friction_torque_of_learned_damping_is_d_qd(exact_damped_model):
     d = _np(model.damping_matrix())
     assert np.all(np.linalg.eigvalsh(d) > 0)
     np.testing.assert_allclose(_np(model.friction_torque(qd)), qd @ d.T, rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(_np(model.inverse_dynamics(q, qd, qdd)),
-                               system.inverse_dynamics(q, qd, qdd) + qd @ d.T, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        _np(model.inverse_dynamics(q, qd, qdd)), system.inverse_dynamics(q, qd, qdd) + qd @ d.T, rtol=1e-12, atol=1e-12
+    )
     split = plot.torque_decomposition(model, q, qd, qdd)
     np.testing.assert_allclose(split.friction, qd @ d.T, rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(split.inertial + split.coriolis + split.gravity + split.friction,
-                               split.total, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        split.inertial + split.coriolis + split.gravity + split.friction, split.total, rtol=1e-12, atol=1e-12
+    )
 
 
 # --------------------------------------------------------------------------- typed copies
 @pytest.mark.parametrize("kind", NETWORK_KINDS)
 def test_a_copy_in_another_dtype_has_the_same_configuration_and_cast_variables(kind):
-    model = LagrangianNetwork(2, kind=kind, hidden=(8,), angular=(True, False), seed=0,
-                              damping=True, xla=False)
+    model = LagrangianNetwork(2, kind=kind, hidden=(8,), angular=(True, False), seed=0, damping=True, xla=False)
     q, qd, qdd = _states(64, seed=1)
     model.adapt(q, qd, qdd)
     copy = model.astype("float64")
@@ -225,8 +232,7 @@ def test_a_copy_in_another_dtype_has_the_same_configuration_and_cast_variables(k
 
 def test_a_float64_copy_computes_what_the_float32_model_does():
     kind = "kinetic-potential"
-    model = LagrangianNetwork(2, kind=kind, hidden=(16, 16), angular=(True, False), seed=0,
-                              damping=True, xla=False)
+    model = LagrangianNetwork(2, kind=kind, hidden=(16, 16), angular=(True, False), seed=0, damping=True, xla=False)
     q, qd, qdd = _states(64, seed=1)
     model.adapt(q, qd, qdd)
     before = [v.numpy().copy() for v in model.variables]
@@ -237,11 +243,15 @@ def test_a_float64_copy_computes_what_the_float32_model_does():
         assert target.dtype == "float64"
         np.testing.assert_array_equal(target.numpy(), source.numpy().astype(np.float64))
     for name in ("q_mean", "q_std", "qd_std", "qdd_std"):
-        np.testing.assert_array_equal(getattr(copy, name).numpy(),
-                                      getattr(model, name).numpy().astype(np.float64))
+        np.testing.assert_array_equal(getattr(copy, name).numpy(), getattr(model, name).numpy().astype(np.float64))
     # the same function, to float32 precision; the copy's ops run in float64
-    for method, args in (("acceleration", (q, qd)), ("inverse_dynamics", (q, qd, qdd)),
-                         ("mass_matrix", (q, qd)), ("energy", (q, qd)), ("gravity", (q,))):
+    for method, args in (
+        ("acceleration", (q, qd)),
+        ("inverse_dynamics", (q, qd, qdd)),
+        ("mass_matrix", (q, qd)),
+        ("energy", (q, qd)),
+        ("gravity", (q,)),
+    ):
         wide, narrow = getattr(copy, method)(*args), getattr(model, method)(*args)
         assert wide.dtype == tf.float64 and narrow.dtype == tf.float32
         scale = max(1.0, float(np.abs(_np(wide)).max()))

@@ -132,21 +132,26 @@ def test_two_link_urdf_equals_planar_arm(tmp_path):
     q, qd, tau = _states(arm)
     np.testing.assert_allclose(robot.mass_matrix(q), arm.mass_matrix(q), rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(robot.acceleration(q, qd, tau), arm.acceleration(q, qd, tau), rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(robot.inverse_dynamics(q, qd, tau), arm.inverse_dynamics(q, qd, tau),
-                               rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(
+        robot.inverse_dynamics(q, qd, tau), arm.inverse_dynamics(q, qd, tau), rtol=1e-10, atol=1e-10
+    )
     np.testing.assert_allclose(robot.energy(q, qd), arm.energy(q, qd), rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(robot.potential_energy(q), arm.potential_energy(q), rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(robot.acceleration_jacobian(q, qd, tau), arm.acceleration_jacobian(q, qd, tau),
-                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        robot.acceleration_jacobian(q, qd, tau), arm.acceleration_jacobian(q, qd, tau), rtol=1e-6, atol=1e-6
+    )
     points = robot.positions(q)
     assert points.shape == (30, 3, 3)  # base, joint1, joint2 origins
     np.testing.assert_allclose(points[:, 1:, [0, 2]], arm.positions(q)[:, :2], atol=1e-12)
     np.testing.assert_allclose(points[:, :, 1], 0.0, atol=1e-12)
     # Gravity is a parameter.
     moon = URDFRobot.from_urdf(robot.path, gravity=(0.0, 0.0, -1.62))
-    np.testing.assert_allclose(moon.acceleration(q, qd, tau),
-                               PlanarArm(masses=masses, lengths=lengths, g=1.62).acceleration(q, qd, tau),
-                               rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(
+        moon.acceleration(q, qd, tau),
+        PlanarArm(masses=masses, lengths=lengths, g=1.62).acceleration(q, qd, tau),
+        rtol=1e-10,
+        atol=1e-10,
+    )
     # Parameters rebuild the robot; the cached model is not part of equality.
     params = robot.parameters()
     assert json.loads(json.dumps(params)) == params
@@ -168,12 +173,18 @@ def test_locked_joint_gives_the_sub_dynamics(tmp_path):
 
 def test_urdf_errors_name_the_problem(tmp_path):
     path = _arm_urdf(tmp_path / "arm.urdf", (1.0, 1.0), (1.0, 1.0))
-    with pytest.raises(ValueError, match=r"locked_joints \['elbow'\] not in .*arm.urdf; its joints are "
-                                         r"\['joint1', 'joint2'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"locked_joints \['elbow'\] not in .*arm.urdf; its joints are "
+        r"\['joint1', 'joint2'\]",
+    ):
         URDFRobot.from_urdf(path, locked_joints=("elbow",))
     continuous = _arm_urdf(tmp_path / "wheel.urdf", (1.0,), (1.0,), kinds=["continuous"])
-    with pytest.raises(ValueError, match=r"only revolute and prismatic joints are supported.*wheel.urdf has 'joint1' "
-                                         r"\(JointModelRevoluteUnboundedUnaligned, nq=2, nv=1\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"only revolute and prismatic joints are supported.*wheel.urdf has 'joint1' "
+        r"\(JointModelRevoluteUnboundedUnaligned, nq=2, nv=1\)",
+    ):
         URDFRobot.from_urdf(continuous)
     garbage = tmp_path / "garbage.urdf"
     garbage.write_text("this is not xml")
@@ -219,8 +230,9 @@ def test_panda_dynamics_are_consistent(panda):
     qdd = panda.acceleration(q, qd, tau)
     np.testing.assert_allclose(panda.inverse_dynamics(q, qd, qdd), tau, rtol=1e-9, atol=1e-9)
     bias = panda.bias_force(q, qd)
-    np.testing.assert_allclose(np.linalg.solve(panda.mass_matrix(q), (tau - bias)[..., None])[..., 0], qdd,
-                               rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(
+        np.linalg.solve(panda.mass_matrix(q), (tau - bias)[..., None])[..., 0], qdd, rtol=1e-9, atol=1e-9
+    )
     jac = panda.acceleration_jacobian(q[:3], qd[:3], tau[:3])
     assert jac.shape == (3, 7, 14)
     x, h = np.concatenate([q[:3], qd[:3]], -1), 1e-6
@@ -228,8 +240,9 @@ def test_panda_dynamics_are_consistent(panda):
         xp, xm = x.copy(), x.copy()
         xp[:, j] += h
         xm[:, j] -= h
-        column = (panda.acceleration(xp[:, :7], xp[:, 7:], tau[:3])
-                  - panda.acceleration(xm[:, :7], xm[:, 7:], tau[:3])) / (2 * h)
+        column = (
+            panda.acceleration(xp[:, :7], xp[:, 7:], tau[:3]) - panda.acceleration(xm[:, :7], xm[:, 7:], tau[:3])
+        ) / (2 * h)
         np.testing.assert_allclose(jac[:, :, j], column, rtol=1e-5, atol=1e-5 * np.abs(jac).max())
 
 
@@ -239,8 +252,15 @@ def test_panda_rollout_conserves_energy(panda):
     def rhs(_t, y):
         return np.concatenate([y[7:], panda.acceleration(y[:7], y[7:])])
 
-    sol = solve_ivp(rhs, (0.0, 1.5), np.concatenate([state.q[0], state.qd[0]]), method="DOP853",
-                    rtol=1e-12, atol=1e-12, t_eval=np.linspace(0.0, 1.5, 31))
+    sol = solve_ivp(
+        rhs,
+        (0.0, 1.5),
+        np.concatenate([state.q[0], state.qd[0]]),
+        method="DOP853",
+        rtol=1e-12,
+        atol=1e-12,
+        t_eval=np.linspace(0.0, 1.5, 31),
+    )
     assert sol.success, sol.message
     q, qd = sol.y[:7].T, sol.y[7:].T
     energy = panda.energy(q, qd)
@@ -256,12 +276,14 @@ def test_urdf_friction_and_its_exact_jacobian(tmp_path):
     robot = URDFRobot.from_urdf(path, friction=friction)
     arm = PlanarArm(masses=(1.2, 0.8), lengths=(1.0, 0.6), friction=friction)
     q, qd, tau = _states(arm)
-    np.testing.assert_allclose(robot.inverse_dynamics(q, qd, tau), arm.inverse_dynamics(q, qd, tau),
-                               rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(
+        robot.inverse_dynamics(q, qd, tau), arm.inverse_dynamics(q, qd, tau), rtol=1e-10, atol=1e-10
+    )
     np.testing.assert_allclose(robot.acceleration(q, qd, tau), arm.acceleration(q, qd, tau), rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(robot.bias_force(q, qd), robot.inverse_dynamics(q, qd, np.zeros_like(q)), atol=1e-12)
-    np.testing.assert_allclose(robot.acceleration_jacobian(q, qd, tau), arm.acceleration_jacobian(q, qd, tau),
-                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        robot.acceleration_jacobian(q, qd, tau), arm.acceleration_jacobian(q, qd, tau), rtol=1e-6, atol=1e-6
+    )
     params = robot.parameters()
     assert json.loads(json.dumps(params)) == params and URDFRobot(**params) == robot
     with pytest.raises(ValueError, match=r"friction has 3 per-joint coefficients but urdf robot .*n_dof=2"):
@@ -269,8 +291,9 @@ def test_urdf_friction_and_its_exact_jacobian(tmp_path):
 
 
 def test_panda_payload_is_a_rigid_body_on_the_hand(panda):
-    payload = simulations.Payload(mass=0.8, com=(0.01, 0.0, 0.1), inertia=(1e-3, 0.0, 0.0, 1e-3, 0.0, 2e-3),
-                                  frame="panda_hand")
+    payload = simulations.Payload(
+        mass=0.8, com=(0.01, 0.0, 0.1), inertia=(1e-3, 0.0, 0.0, 1e-3, 0.0, 2e-3), frame="panda_hand"
+    )
     loaded = simulations.panda(payload=payload)
     # Reference: the same body appended by hand at the hand frame's placement.
     reference = pin.Model(panda.pinocchio_model)
@@ -309,12 +332,19 @@ def test_pinocchio_model_is_the_parsed_model(panda):
 def test_undefined_world_link_is_explained_and_can_be_added(tmp_path):
     source = _arm_urdf(tmp_path / "arm.urdf", (1.2, 0.8), (1.0, 0.6)).read_text()
     drake = tmp_path / "drake.urdf"
-    drake.write_text(source.replace('<link name="base"/>', '<link name="base"/>\n  <joint name="weld" '
-                                    'type="fixed"><parent link="world"/><child link="base"/></joint>'))
+    drake.write_text(
+        source.replace(
+            '<link name="base"/>',
+            '<link name="base"/>\n  <joint name="weld" type="fixed"><parent link="world"/><child link="base"/></joint>',
+        )
+    )
     assert simulations.undefined_links(drake) == ("world",)
     assert simulations.undefined_links(tmp_path / "arm.urdf") == ()
-    with pytest.raises(ValueError, match=r"URDF file .*drake.urdf names the link\(s\) 'world' .*never defines them"
-                                         r".*add <link name=\"world\"/> .*missing_links='add'"):
+    with pytest.raises(
+        ValueError,
+        match=r"URDF file .*drake.urdf names the link\(s\) 'world' .*never defines them"
+        r".*add <link name=\"world\"/> .*missing_links='add'",
+    ):
         URDFRobot.from_urdf(drake)
     robot = URDFRobot.from_urdf(drake, missing_links="add")
     reference = URDFRobot.from_urdf(tmp_path / "arm.urdf")
@@ -327,8 +357,13 @@ def test_undefined_world_link_is_explained_and_can_be_added(tmp_path):
         URDFRobot(path=str(drake), missing_links="ignore")
 
 
-DFKI_URDF = (__import__("pathlib").Path(__file__).resolve().parents[2] / "shared" / "data"
-             / "dfki_double_pendulum" / "double_pendulum.urdf")
+DFKI_URDF = (
+    __import__("pathlib").Path(__file__).resolve().parents[2]
+    / "shared"
+    / "data"
+    / "dfki_double_pendulum"
+    / "double_pendulum.urdf"
+)
 
 
 @pytest.mark.skipif(not DFKI_URDF.is_file(), reason="the shared DFKI data are not beside the repository")

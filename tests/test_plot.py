@@ -26,8 +26,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:Animation was deleted:UserWarnin
 
 
 # --------------------------------------------------------------------------- data
-def oscillator(omega: float, *, batch: int = 3, duration: float = 4.0, samples: int = 81,
-               seed: int = 0) -> Trajectory:
+def oscillator(omega: float, *, batch: int = 3, duration: float = 4.0, samples: int = 81, seed: int = 0) -> Trajectory:
     """Closed-form rollouts of two uncoupled unit-mass oscillators ``qdd = -omega² q``."""
     rng = np.random.default_rng(seed)
     t = np.linspace(0.0, duration, samples)
@@ -39,8 +38,9 @@ def oscillator(omega: float, *, batch: int = 3, duration: float = 4.0, samples: 
     qd = amplitude * w * np.cos(angle)
     qdd = -(w**2) * q
     energy = 0.5 * (qd**2 + (w * q) ** 2).sum(-1)
-    return Trajectory(t=t, q=q, qd=qd, qdd=qdd, tau=np.zeros_like(q), energy=energy,
-                      metadata={"angular": [True, False]})
+    return Trajectory(
+        t=t, q=q, qd=qd, qdd=qdd, tau=np.zeros_like(q), energy=energy, metadata={"angular": [True, False]}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -64,9 +64,13 @@ def pendulum_pair():
 
 def history_columns():
     epoch = np.arange(30)
-    return {"epoch": epoch, "train_total": np.exp(-epoch / 8) + 0.01,
-            "val_total": np.exp(-epoch / 8) + 0.02 + 0.001 * (epoch - 20) ** 2 / 20,
-            "train_acceleration": np.exp(-epoch / 9), "train_energy": np.exp(-epoch / 7)}
+    return {
+        "epoch": epoch,
+        "train_total": np.exp(-epoch / 8) + 0.01,
+        "val_total": np.exp(-epoch / 8) + 0.02 + 0.001 * (epoch - 20) ** 2 / 20,
+        "train_acceleration": np.exp(-epoch / 9),
+        "train_energy": np.exp(-epoch / 7),
+    }
 
 
 def kinds(pair, pendulum_pair):
@@ -78,14 +82,14 @@ def kinds(pair, pendulum_pair):
     arm_true = lnn.rollout(arm, state.q, state.qd, np.linspace(0, 1, 41))
     return {
         "trajectory": lambda: plot.trajectories(true, learned),
-        "trajectory-band": lambda: plot.trajectories(oscillator(2.0, batch=12),
-                                                     oscillator(2.1, batch=12), summary="band"),
+        "trajectory-band": lambda: plot.trajectories(
+            oscillator(2.0, batch=12), oscillator(2.1, batch=12), summary="band"
+        ),
         "phase": lambda: plot.phase_portraits(true, learned),
         "energy": lambda: plot.energy_error({"LNN": learned, "true": true}),
         "error": lambda: plot.rollout_error(true, {"LNN": learned}),
         "mass-matrix": lambda: plot.mass_matrix(system, learned_system),
-        "potential-1d": lambda: plot.potential(simulations.Pendulum(), replace(
-            simulations.Pendulum(), m=1.1)),
+        "potential-1d": lambda: plot.potential(simulations.Pendulum(), replace(simulations.Pendulum(), m=1.1)),
         "potential-2d": lambda: plot.potential(system, learned_system, coordinates=(0, 1)),
         "torques": lambda: plot.torques(arm, arm_true, replace(arm, damping=0.25)),
         "history": lambda: plot.history(history_columns()),
@@ -93,8 +97,19 @@ def kinds(pair, pendulum_pair):
     }
 
 
-KINDS = ("trajectory", "trajectory-band", "phase", "energy", "error", "mass-matrix",
-         "potential-1d", "potential-2d", "torques", "history", "paper")
+KINDS = (
+    "trajectory",
+    "trajectory-band",
+    "phase",
+    "energy",
+    "error",
+    "mass-matrix",
+    "potential-1d",
+    "potential-2d",
+    "torques",
+    "history",
+    "paper",
+)
 
 
 # --------------------------------------------------------------------------- file checks
@@ -237,8 +252,14 @@ def test_cart_pole_side_by_side_and_3d_skeleton(tmp_path):
     assert count_frames(plot.save_animation(side, tmp_path / "cart.gif", dpi=40)) == 6
 
     q = np.stack([np.linspace(0, 3, 16), np.linspace(0, -2, 16)], -1)[None]
-    skeleton = Trajectory(t=np.linspace(0, 1.5, 16), q=q, qd=np.zeros_like(q),
-                          qdd=np.zeros_like(q), tau=np.zeros_like(q), energy=np.zeros((1, 16)))
+    skeleton = Trajectory(
+        t=np.linspace(0, 1.5, 16),
+        q=q,
+        qd=np.zeros_like(q),
+        qdd=np.zeros_like(q),
+        tau=np.zeros_like(q),
+        energy=np.zeros((1, 16)),
+    )
     result = plot.animate(Skeleton3D(), skeleton, stride=3)
     assert result.axes[0].name == "3d" and result.n_frames == 6
     labels_carry_units(result.figure)
@@ -266,16 +287,17 @@ def test_torque_decomposition_matches_the_mechanics(damping):
     rng = np.random.default_rng(0)
     q, qd, qdd = rng.normal(size=(3, 5, 2))
     parts = plot.torque_decomposition(arm, q, qd, qdd)
-    np.testing.assert_allclose(parts.inertial + parts.coriolis + parts.gravity + parts.friction,
-                               parts.total, atol=1e-12)
+    np.testing.assert_allclose(
+        parts.inertial + parts.coriolis + parts.gravity + parts.friction, parts.total, atol=1e-12
+    )
     np.testing.assert_allclose(parts.total, arm.inverse_dynamics(q, qd, qdd), atol=1e-12)
     # inertial = M(q) qdd
-    np.testing.assert_allclose(parts.inertial, np.einsum("bij,bj->bi", arm.mass_matrix(q), qdd),
-                               atol=1e-12)
+    np.testing.assert_allclose(parts.inertial, np.einsum("bij,bj->bi", arm.mass_matrix(q), qdd), atol=1e-12)
     # gravity = dV/dq, by central differences of the potential
     h = 1e-6
-    grad = np.stack([(arm.potential_energy(q + h * e) - arm.potential_energy(q - h * e)) / (2 * h)
-                     for e in np.eye(2)], -1)
+    grad = np.stack(
+        [(arm.potential_energy(q + h * e) - arm.potential_energy(q - h * e)) / (2 * h) for e in np.eye(2)], -1
+    )
     np.testing.assert_allclose(parts.gravity, grad, atol=1e-6)
     # viscous friction D qd, and Coriolis/centrifugal forces quadratic in qd
     np.testing.assert_allclose(parts.friction, damping * qd, atol=1e-12)
@@ -288,15 +310,15 @@ def test_torques_figure_leaves_out_zero_friction(pendulum_pair):
     result = plot.torques(system, true, learned_system, index=1)
     assert "friction" not in result.lines and set(result.lines) >= {"inertial", "gravity"}
     assert result.true.total.shape == (true.t.size, 2)
-    np.testing.assert_allclose(result.learned.total,
-                               learned_system.inverse_dynamics(true.q[1], true.qd[1], true.qdd[1]))
+    np.testing.assert_allclose(
+        result.learned.total, learned_system.inverse_dynamics(true.q[1], true.qd[1], true.qdd[1])
+    )
 
 
 def test_mass_matrix_slice_and_error(pendulum_pair):
     system, learned_system, _, _ = pendulum_pair
     values = np.linspace(-1, 1, 9)
-    result = plot.mass_matrix(system, learned_system, coordinate=1, values=values,
-                              q_ref=[0.3, 0.0])
+    result = plot.mass_matrix(system, learned_system, coordinate=1, values=values, q_ref=[0.3, 0.0])
     np.testing.assert_allclose(result.q[:, 1], values)
     np.testing.assert_allclose(result.q[:, 0], 0.3)
     np.testing.assert_allclose(result.true, system.mass_matrix(result.q))
@@ -332,8 +354,7 @@ def test_energy_error_drift_and_reference(pair, pendulum_pair):
     true, _ = pair
     drifting = replace(true, energy=true.energy * (1 + 0.01 * true.t))
     result = plot.energy_error({"model": drifting}, scale=2.0)
-    np.testing.assert_allclose(result.errors["model"],
-                               np.abs(true.energy * 0.01 * true.t) / 2.0, atol=1e-14)
+    np.testing.assert_allclose(result.errors["model"], np.abs(true.energy * 0.01 * true.t) / 2.0, atol=1e-14)
     system, _, p_true, p_learned = pendulum_pair
     reference = plot.energy_error(p_learned, reference=p_true, system=system, scale=29.4)
     expected = metrics.energy_error(system, p_learned, p_true, scale=29.4).error
@@ -347,14 +368,15 @@ def test_history_from_columns_csv_and_history(tmp_path):
     result = plot.history(columns)
     assert result.best_epoch == int(np.argmin(columns["val_total"]))
     assert set(result.lines) == {"train_total", "val_total", "train_acceleration", "train_energy"}
-    single = plot.history({"epoch": columns["epoch"], "train_total": columns["train_total"],
-                           "train_acceleration": columns["train_total"]})
+    single = plot.history(
+        {"epoch": columns["epoch"], "train_total": columns["train_total"], "train_acceleration": columns["train_total"]}
+    )
     assert set(single.lines) == {"train_total"}  # one term: its total is the same curve
     path = tmp_path / "log.csv"
     header = ["epoch", "time", "lr"] + [k for k in columns if k != "epoch"]
     lines = [",".join(header)] + [
-        ",".join(str(float(columns[h][i])) if h in columns else "0.1" for h in header)
-        for i in range(30)]
+        ",".join(str(float(columns[h][i])) if h in columns else "0.1" for h in header) for i in range(30)
+    ]
     path.write_text("\n".join(lines) + "\n")
     from_csv = plot.history(path, terms=["total"])
     assert set(from_csv.lines) == {"train_total", "val_total"}

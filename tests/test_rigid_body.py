@@ -18,8 +18,9 @@ from lnn.models.chain import from_log_cholesky, log_cholesky, pseudo_inertia, st
 
 
 def _rigid(system, **options):
-    return lnn.LagrangianNetwork(system.n_dof, kind="rigid-body", prior=system, angular=system.angular,
-                                 dtype="float64", xla=False, **options)
+    return lnn.LagrangianNetwork(
+        system.n_dof, kind="rigid-body", prior=system, angular=system.angular, dtype="float64", xla=False, **options
+    )
 
 
 def _states(n, batch=5, seed=0):
@@ -30,8 +31,9 @@ def _states(n, batch=5, seed=0):
 def _assert_equals_system(model, system, q, qd, a):
     M = system.mass_matrix(q)
     np.testing.assert_allclose(model.mass_matrix(q).numpy(), M, rtol=0, atol=1e-10)
-    np.testing.assert_allclose(model.inverse_dynamics(q, qd, a).numpy(), system.inverse_dynamics(q, qd, a),
-                               rtol=0, atol=1e-10)
+    np.testing.assert_allclose(
+        model.inverse_dynamics(q, qd, a).numpy(), system.inverse_dynamics(q, qd, a), rtol=0, atol=1e-10
+    )
     np.testing.assert_allclose(model.energy(q, qd).numpy(), system.energy(q, qd), rtol=0, atol=1e-10)
     # qdd = M^-1 (...): both sides carry rounding amplified by cond(M); compare relative to its size.
     qdd, ref = model.acceleration(q, qd, a).numpy(), system.acceleration(q, qd, a)
@@ -60,10 +62,15 @@ def test_closed_form_equals_the_hessian_of_its_own_kinetic_energy_by_nested_tape
     q, qd, tau = _states(2, batch=6, seed=4)
     tapes = model.kind_model.tape_lagrangian()
     force = tau + np.asarray(model._friction_force(qd))
-    np.testing.assert_allclose(model.mass_matrix(q).numpy(), mechanics.mass_matrix(tapes, q, qd).numpy(),
-                               rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(model.acceleration(q, qd, tau).numpy(),
-                               mechanics.acceleration(tapes, q, qd, force).numpy(), rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(
+        model.mass_matrix(q).numpy(), mechanics.mass_matrix(tapes, q, qd).numpy(), rtol=1e-10, atol=1e-12
+    )
+    np.testing.assert_allclose(
+        model.acceleration(q, qd, tau).numpy(),
+        mechanics.acceleration(tapes, q, qd, force).numpy(),
+        rtol=1e-9,
+        atol=1e-10,
+    )
 
 
 def test_every_body_stays_physical_and_log_cholesky_round_trips():
@@ -86,10 +93,10 @@ def test_save_load_keeps_the_prior_the_residual_and_the_learned_inertias(tmp_pat
     model.save(path)
     loaded = lnn.load_model(path)
     q, qd, a = _states(2)
-    np.testing.assert_allclose(loaded.inverse_dynamics(q, qd, a).numpy(),
-                               model.inverse_dynamics(q, qd, a).numpy(), atol=1e-12)
-    np.testing.assert_allclose(loaded.kind_model.chain().inertias, model.kind_model.chain().inertias,
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        loaded.inverse_dynamics(q, qd, a).numpy(), model.inverse_dynamics(q, qd, a).numpy(), atol=1e-12
+    )
+    np.testing.assert_allclose(loaded.kind_model.chain().inertias, model.kind_model.chain().inertias, atol=1e-12)
 
 
 def test_bad_priors_are_refused_clearly():

@@ -56,9 +56,16 @@ QD0 = np.array([[0.1, 0.0], [0.2, 0.1], [3.0, 0.0], [0.0, 0.3]])  # only traject
 T = np.linspace(0.0, 3.0, 31)
 
 
-@pytest.mark.parametrize(("system", "method", "tol"), [
-    (Indefinite(), "DOP853", 1e-6), (Indefinite(), "RK45", 1e-6), (Indefinite(), "Radau", 1e-6),
-    (TFIndefinite(), "dopri5", 1e-12), (TFIndefinite(), "dopri8", 1e-12)])
+@pytest.mark.parametrize(
+    ("system", "method", "tol"),
+    [
+        (Indefinite(), "DOP853", 1e-6),
+        (Indefinite(), "RK45", 1e-6),
+        (Indefinite(), "Radau", 1e-6),
+        (TFIndefinite(), "dopri5", 1e-12),
+        (TFIndefinite(), "dopri8", 1e-12),
+    ],
+)
 def test_masked_rollout_keeps_the_others_equal_to_their_solo_rollouts(system, method, tol):
     result = rollout(system, Q0, QD0, T, method=method, rtol=1e-9, atol=1e-11, on_failure="mask")
     assert result.failed.tolist() == [False, False, True, False]
@@ -72,13 +79,12 @@ def test_masked_rollout_keeps_the_others_equal_to_their_solo_rollouts(system, me
     assert np.isfinite(result.q[2, before]).all() and np.isnan(result.q[2, after]).all()
     assert np.isnan(result.qdd[2, after]).all() and np.isnan(result.energy[2, after]).all()
     for b in (0, 1, 3):
-        solo = rollout(system, Q0[b:b + 1], QD0[b:b + 1], T, method=method, rtol=1e-9, atol=1e-11)
+        solo = rollout(system, Q0[b : b + 1], QD0[b : b + 1], T, method=method, rtol=1e-9, atol=1e-11)
         np.testing.assert_allclose(result.q[b], solo.q[0], atol=tol, rtol=0)
         np.testing.assert_allclose(result.qdd[b], solo.qdd[0], atol=100 * tol, rtol=0)
 
 
-@pytest.mark.parametrize(("system", "method"), [(Indefinite(), "DOP853"),
-                                                (TFIndefinite(), "tsit5")])
+@pytest.mark.parametrize(("system", "method"), [(Indefinite(), "DOP853"), (TFIndefinite(), "tsit5")])
 def test_raise_names_every_failed_trajectory_with_its_time_and_reason(system, method):
     qd0 = QD0.copy()
     qd0[0, 0] = 2.0  # trajectory 0 fails too
@@ -91,8 +97,7 @@ def test_raise_names_every_failed_trajectory_with_its_time_and_reason(system, me
     assert "2 of 4 trajectory(ies) [0, 2] failed" in message
     assert "trajectory 0 at t = " in message and "trajectory 2 at t = " in message
     assert error.time == min(f.time for f in error.failures) > 0
-    assert error.trajectory is not None and error.trajectory.failed.tolist() == [True, False,
-                                                                                  True, False]
+    assert error.trajectory is not None and error.trajectory.failed.tolist() == [True, False, True, False]
     if method == "DOP853":
         assert "not positive definite" in message
         assert isinstance(error.__cause__, np.linalg.LinAlgError)
@@ -109,8 +114,9 @@ def test_a_failing_initial_state_fails_at_the_start():
 
 def test_a_learned_model_s_batch_evaluations_are_masked_per_sample():
     """numpy_acceleration, evaluate_masked and the metrics keep the samples with a good M."""
-    model = lnn.LagrangianNetwork(2, kind="kinetic-potential", hidden=(16, 16), activation="tanh",
-                                  convex_init=False, dtype="float64", seed=1)
+    model = lnn.LagrangianNetwork(
+        2, kind="kinetic-potential", hidden=(16, 16), activation="tanh", convex_init=False, dtype="float64", seed=1
+    )
     rng = np.random.default_rng(0)
     q, qd = rng.normal(size=(400, 2)) * 2, rng.normal(size=(400, 2)) * 3
     eigenvalues = np.linalg.eigvalsh(np.asarray(model.mass_matrix(q, qd)))[:, 0]
@@ -158,12 +164,25 @@ def test_failed_at_follows_indexing_cutting_and_files(tmp_path):
     path = tmp_path / "masked.npz"
     result.save(path)
     np.testing.assert_array_equal(Trajectory.load(path).failed_at, result.failed_at)
-    plain = Trajectory(t=T, q=np.zeros((3, 31, 2)), qd=np.zeros((3, 31, 2)),
-                       qdd=np.zeros((3, 31, 2)), tau=np.zeros((3, 31, 2)), energy=np.zeros((3, 31)))
+    plain = Trajectory(
+        t=T,
+        q=np.zeros((3, 31, 2)),
+        qd=np.zeros((3, 31, 2)),
+        qdd=np.zeros((3, 31, 2)),
+        tau=np.zeros((3, 31, 2)),
+        energy=np.zeros((3, 31)),
+    )
     assert plain.failed_at.shape == (3,) and not plain.failed.any()
     with pytest.raises(ValueError, match=r"failed_at must have shape \(3,\)"):
-        Trajectory(t=T, q=np.zeros((3, 31, 2)), qd=np.zeros((3, 31, 2)), qdd=np.zeros((3, 31, 2)),
-                   tau=np.zeros((3, 31, 2)), energy=np.zeros((3, 31)), failed_at=np.zeros(2))
+        Trajectory(
+            t=T,
+            q=np.zeros((3, 31, 2)),
+            qd=np.zeros((3, 31, 2)),
+            qdd=np.zeros((3, 31, 2)),
+            tau=np.zeros((3, 31, 2)),
+            energy=np.zeros((3, 31)),
+            failed_at=np.zeros(2),
+        )
 
 
 class Oscillators:
@@ -192,8 +211,7 @@ def test_per_trajectory_error_control_meets_each_trajectory_s_tolerance(method):
 
     errors = {}
     for control in ("trajectory", "batch"):
-        result = rollout(Oscillators(w), q0, qd0, t, method=method, rtol=1e-7, atol=1e-9,
-                         error_control=control)
+        result = rollout(Oscillators(w), q0, qd0, t, method=method, rtol=1e-7, atol=1e-9, error_control=control)
         errors[control] = np.abs(result.q - exact).max(axis=(1, 2))
     solo = rollout(Oscillators(w[7:]), q0[7:], qd0[7:], t, method=method, rtol=1e-7, atol=1e-9)
     solo_error = np.abs(solo.q[0] - exact[7]).max()

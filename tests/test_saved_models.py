@@ -32,10 +32,10 @@ def test_a_model_saved_before_the_models_package_loads_with_the_same_outputs(kin
     assert model.kind == kind and model.dtype == "float64" and model.damping
     q, qd, qdd, tau = (expected[k] for k in ("q", "qd", "qdd", "tau"))
     np.testing.assert_allclose(model.mass_matrix(q, qd).numpy(), expected[f"{tag}/M"], rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(model.acceleration(q, qd, tau).numpy(), expected[f"{tag}/qdd"],
-                               rtol=1e-11, atol=1e-11)
-    np.testing.assert_allclose(model.inverse_dynamics(q, qd, qdd).numpy(), expected[f"{tag}/tau"],
-                               rtol=1e-11, atol=1e-11)
+    np.testing.assert_allclose(model.acceleration(q, qd, tau).numpy(), expected[f"{tag}/qdd"], rtol=1e-11, atol=1e-11)
+    np.testing.assert_allclose(
+        model.inverse_dynamics(q, qd, qdd).numpy(), expected[f"{tag}/tau"], rtol=1e-11, atol=1e-11
+    )
     np.testing.assert_allclose(model.energy(q, qd).numpy(), expected[f"{tag}/E"], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(model.lagrangian(q, qd).numpy(), expected[f"{tag}/L"], rtol=1e-12, atol=1e-12)
 
@@ -53,11 +53,19 @@ def test_a_saved_model_loads_in_the_gauge_with_its_parts(kind, expected):
     q, qd, qdd = (expected[k] for k in ("q", "qd", "qdd"))
     zero = np.zeros_like(qd)
     np.testing.assert_allclose(model.kinetic_energy(q, zero).numpy(), 0.0, atol=1e-12)
-    np.testing.assert_allclose(model.potential_energy(q).numpy(), -model.lagrangian(q, zero).numpy(),
-                               rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(model.kinetic_energy(q, qd).numpy() - model.potential_energy(q).numpy(),
-                               expected[f"{tag}/L"], rtol=1e-11, atol=1e-11)
-    parts = (np.einsum("bij,bj->bi", model.mass_matrix(q, qd).numpy(), qdd)
-             + model.coriolis(q, qd).numpy() + model.gravity(q).numpy()
-             + model.friction_torque(qd).numpy())
+    np.testing.assert_allclose(
+        model.potential_energy(q).numpy(), -model.lagrangian(q, zero).numpy(), rtol=1e-12, atol=1e-12
+    )
+    np.testing.assert_allclose(
+        model.kinetic_energy(q, qd).numpy() - model.potential_energy(q).numpy(),
+        expected[f"{tag}/L"],
+        rtol=1e-11,
+        atol=1e-11,
+    )
+    parts = (
+        np.einsum("bij,bj->bi", model.mass_matrix(q, qd).numpy(), qdd)
+        + model.coriolis(q, qd).numpy()
+        + model.gravity(q).numpy()
+        + model.friction_torque(qd).numpy()
+    )
     np.testing.assert_allclose(parts, expected[f"{tag}/tau"], rtol=1e-10, atol=1e-10)

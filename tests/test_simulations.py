@@ -26,9 +26,16 @@ ANALYTIC = [
     PlanarArm(masses=(1.2, 0.8), lengths=(1.0, 0.6)),
     PlanarArm(masses=(2.0, 1.0, 0.5), lengths=(0.8, 0.6, 0.4)),
 ]
-DAMPED = [Pendulum(damping=0.3), PlanarArm(masses=(1.0, 2.0, 1.0), lengths=(1.0, 0.5, 0.7), damping=0.2),
-          PlanarArm(masses=(1.2, 0.8), lengths=(1.0, 0.6), damping=0.05,
-                    friction=Friction(viscous=(0.2, 0.1), coulomb=(0.3, 0.1), velocity=0.1))]
+DAMPED = [
+    Pendulum(damping=0.3),
+    PlanarArm(masses=(1.0, 2.0, 1.0), lengths=(1.0, 0.5, 0.7), damping=0.2),
+    PlanarArm(
+        masses=(1.2, 0.8),
+        lengths=(1.0, 0.6),
+        damping=0.05,
+        friction=Friction(viscous=(0.2, 0.1), coulomb=(0.3, 0.1), velocity=0.1),
+    ),
+]
 
 
 def _id(system):
@@ -48,8 +55,15 @@ def _energy_drift(system, q0, qd0, duration):
     def rhs(_t, y):
         return np.concatenate([y[n:], system.acceleration(y[:n], y[n:])])
 
-    sol = solve_ivp(rhs, (0.0, duration), np.concatenate([q0, qd0]), method="DOP853",
-                    rtol=1e-12, atol=1e-12, t_eval=np.linspace(0.0, duration, 201))
+    sol = solve_ivp(
+        rhs,
+        (0.0, duration),
+        np.concatenate([q0, qd0]),
+        method="DOP853",
+        rtol=1e-12,
+        atol=1e-12,
+        t_eval=np.linspace(0.0, duration, 201),
+    )
     assert sol.success, sol.message
     q, qd = sol.y[:n].T, sol.y[n:].T
     energy = system.energy(q, qd)
@@ -81,8 +95,9 @@ def test_inverse_dynamics_inverts_acceleration(system):
     q, qd, tau = _random_state(system, 100)
     qdd = system.acceleration(q, qd, tau)
     np.testing.assert_allclose(system.inverse_dynamics(q, qd, qdd), tau, rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(system.bias_force(q, qd), system.inverse_dynamics(q, qd, np.zeros_like(q)),
-                               rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(
+        system.bias_force(q, qd), system.inverse_dynamics(q, qd, np.zeros_like(q)), rtol=1e-13, atol=1e-13
+    )
 
 
 @pytest.mark.parametrize("system", ANALYTIC + DAMPED, ids=_id)
@@ -104,9 +119,15 @@ def test_power_balance(system):
 def test_damping_dissipates_energy(system):
     q, qd, _ = _random_state(system, 1)
     n = system.n_dof
-    sol = solve_ivp(lambda _t, y: np.concatenate([y[n:], system.acceleration(y[:n], y[n:])]),
-                    (0.0, 5.0), np.concatenate([q[0], qd[0]]), method="DOP853", rtol=1e-10, atol=1e-10,
-                    t_eval=np.linspace(0, 5, 51))
+    sol = solve_ivp(
+        lambda _t, y: np.concatenate([y[n:], system.acceleration(y[:n], y[n:])]),
+        (0.0, 5.0),
+        np.concatenate([q[0], qd[0]]),
+        method="DOP853",
+        rtol=1e-10,
+        atol=1e-10,
+        t_eval=np.linspace(0, 5, 51),
+    )
     energy = system.energy(sol.y[:n].T, sol.y[n:].T)
     assert np.all(np.diff(energy) < 0)
 
@@ -124,8 +145,9 @@ def test_acceleration_jacobian_matches_central_differences(system):
         xp, xm = x.copy(), x.copy()
         xp[:, j] += h
         xm[:, j] -= h
-        expected[:, :, j] = (system.acceleration(xp[:, :n], xp[:, n:], tau)
-                             - system.acceleration(xm[:, :n], xm[:, n:], tau)) / (2 * h)
+        expected[:, :, j] = (
+            system.acceleration(xp[:, :n], xp[:, n:], tau) - system.acceleration(xm[:, :n], xm[:, n:], tau)
+        ) / (2 * h)
     np.testing.assert_allclose(jac, expected, rtol=1e-6, atol=1e-6 * np.abs(expected).max())
 
 
@@ -148,8 +170,15 @@ def test_small_angle_pendulum_period():
         return y[0]
 
     upward_crossing.direction = 1.0
-    sol = solve_ivp(lambda _t, y: [y[1], pendulum.acceleration([y[0]], [y[1]])[0]], (0, 3.5 * expected),
-                    [-1e-4, 0.0], method="DOP853", rtol=1e-12, atol=1e-14, events=upward_crossing)
+    sol = solve_ivp(
+        lambda _t, y: [y[1], pendulum.acceleration([y[0]], [y[1]])[0]],
+        (0, 3.5 * expected),
+        [-1e-4, 0.0],
+        method="DOP853",
+        rtol=1e-12,
+        atol=1e-14,
+        events=upward_crossing,
+    )
     crossings = sol.t_events[0]
     assert len(crossings) == 4  # at T/4, 5T/4, 9T/4, 13T/4
     np.testing.assert_allclose(np.diff(crossings), expected, rtol=1e-8)
@@ -178,19 +207,25 @@ def test_cart_pole_against_textbook_equations():
     mc, mp, a, g = 1.5, 0.4, 0.45, 9.81
     phi, phid = np.pi - q[:, 1], -qd[:, 1]
     phidd = (g * np.sin(phi) + np.cos(phi) * (-force - mp * a * phid**2 * np.sin(phi)) / (mc + mp)) / (
-        a * (4.0 / 3.0 - mp * np.cos(phi) ** 2 / (mc + mp)))
+        a * (4.0 / 3.0 - mp * np.cos(phi) ** 2 / (mc + mp))
+    )
     xdd = (force + mp * a * (phid**2 * np.sin(phi) - phidd * np.cos(phi))) / (mc + mp)
     tau = np.stack([force, np.zeros(100)], -1)
     qdd = cart.acceleration(q, qd, tau)
     np.testing.assert_allclose(qdd[:, 0], xdd, rtol=1e-11, atol=1e-11)
     np.testing.assert_allclose(qdd[:, 1], -phidd, rtol=1e-11, atol=1e-11)
-    energy = 0.5 * (mc + mp) * qd[:, 0] ** 2 + mp * a * np.cos(q[:, 1]) * qd[:, 0] * qd[:, 1] \
-        + 0.5 * mp * 0.9**2 / 3 * qd[:, 1] ** 2 - mp * g * a * np.cos(q[:, 1])
+    energy = (
+        0.5 * (mc + mp) * qd[:, 0] ** 2
+        + mp * a * np.cos(q[:, 1]) * qd[:, 0] * qd[:, 1]
+        + 0.5 * mp * 0.9**2 / 3 * qd[:, 1] ** 2
+        - mp * g * a * np.cos(q[:, 1])
+    )
     np.testing.assert_allclose(cart.energy(q, qd), energy, rtol=1e-13, atol=1e-13)
     points = cart.positions(q)
     np.testing.assert_allclose(points[:, 0], np.stack([q[:, 0], np.zeros(100)], -1))
-    np.testing.assert_allclose(points[:, 1] - points[:, 0], 0.9 * np.stack([np.sin(q[:, 1]), -np.cos(q[:, 1])], -1),
-                               atol=1e-15)
+    np.testing.assert_allclose(
+        points[:, 1] - points[:, 0], 0.9 * np.stack([np.sin(q[:, 1]), -np.cos(q[:, 1])], -1), atol=1e-15
+    )
 
 
 def test_single_link_arm_is_a_compound_pendulum():
@@ -238,8 +273,9 @@ def test_any_leading_batch_shape(system):
     assert system.acceleration_jacobian(q.reshape(3, 2, n), qd.reshape(3, 2, n)).shape == (3, 2, n, 2 * n)
     assert system.potential_energy(q[0]).shape == ()
     # A tau shared by the whole batch broadcasts.
-    np.testing.assert_array_equal(system.acceleration(q, qd, np.broadcast_to(tau[0], q.shape)),
-                                  system.acceleration(q, qd, tau[0]))
+    np.testing.assert_array_equal(
+        system.acceleration(q, qd, np.broadcast_to(tau[0], q.shape)), system.acceleration(q, qd, tau[0])
+    )
 
 
 @pytest.mark.parametrize("name", [n for n in simulations.SYSTEMS if n != "panda"])
@@ -258,8 +294,7 @@ def test_registry_default_sizes():
     assert simulations.make_system("n-pendulum").n_dof == 3
     assert simulations.make_system("planar-arm") == PlanarArm(masses=(1.0, 1.0), lengths=(1.0, 1.0))
     assert simulations.make_system("cart-pole").angular == (False, True)
-    assert set(simulations.SYSTEMS) == {"pendulum", "double-pendulum", "n-pendulum", "cart-pole",
-                                        "planar-arm", "panda"}
+    assert set(simulations.SYSTEMS) == {"pendulum", "double-pendulum", "n-pendulum", "cart-pole", "planar-arm", "panda"}
 
 
 @pytest.mark.parametrize("system", ANALYTIC, ids=_id)
@@ -278,15 +313,19 @@ def test_sample_state_is_reproducible_and_in_range(system):
 def test_friction_torque_closed_form_and_dissipation():
     friction = Friction(viscous=(0.1, 0.0, 0.3), coulomb=0.2, offset=(0.05, -0.1, 0.0), velocity=0.02)
     qd = np.random.default_rng(SEED).normal(size=(50, 3))
-    np.testing.assert_allclose(friction.torque(qd),
-                               np.array([0.1, 0.0, 0.3]) * qd + 0.2 * np.tanh(qd / 0.02) + [0.05, -0.1, 0.0],
-                               rtol=1e-15)
+    np.testing.assert_allclose(
+        friction.torque(qd), np.array([0.1, 0.0, 0.3]) * qd + 0.2 * np.tanh(qd / 0.02) + [0.05, -0.1, 0.0], rtol=1e-15
+    )
     force = friction.force(qd)
     np.testing.assert_allclose(force, -(friction.torque(qd) - np.array([0.05, -0.1, 0.0])), rtol=1e-15)
     assert np.all(np.sum(qd * force, axis=-1) <= 0)
     h = 1e-7
-    np.testing.assert_allclose(friction.torque_derivative(qd),
-                               (friction.torque(qd + h) - friction.torque(qd - h)) / (2 * h), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        friction.torque_derivative(qd),
+        (friction.torque(qd + h) - friction.torque(qd - h)) / (2 * h),
+        rtol=1e-5,
+        atol=1e-6,
+    )
     assert Friction().torque(np.ones((2, 4))).shape == (2, 4) and friction.n_joints == 3
 
 
@@ -295,22 +334,31 @@ def test_friction_enters_the_dynamics_of_a_planar_arm():
     arm = PlanarArm(masses=(1.2, 0.8), lengths=(1.0, 0.6), friction=friction)
     bare = PlanarArm(masses=(1.2, 0.8), lengths=(1.0, 0.6))
     q, qd, tau = _random_state(arm, 40)
-    np.testing.assert_allclose(arm.inverse_dynamics(q, qd, tau), bare.inverse_dynamics(q, qd, tau)
-                               + friction.torque(qd), rtol=1e-14, atol=1e-14)
-    np.testing.assert_allclose(arm.acceleration(q, qd, tau), bare.acceleration(q, qd, tau - friction.torque(qd)),
-                               rtol=1e-14, atol=1e-14)
+    np.testing.assert_allclose(
+        arm.inverse_dynamics(q, qd, tau),
+        bare.inverse_dynamics(q, qd, tau) + friction.torque(qd),
+        rtol=1e-14,
+        atol=1e-14,
+    )
+    np.testing.assert_allclose(
+        arm.acceleration(q, qd, tau), bare.acceleration(q, qd, tau - friction.torque(qd)), rtol=1e-14, atol=1e-14
+    )
     np.testing.assert_array_equal(arm.energy(q, qd), bare.energy(q, qd))
     np.testing.assert_array_equal(arm.mass_matrix(q), bare.mass_matrix(q))
     # damping keeps its meaning: the same as a uniform viscous friction.
     damped = PlanarArm(masses=(1.2, 0.8), lengths=(1.0, 0.6), damping=0.3)
     viscous = PlanarArm(masses=(1.2, 0.8), lengths=(1.0, 0.6), friction=Friction(viscous=0.3))
-    np.testing.assert_allclose(damped.acceleration(q, qd, tau), viscous.acceleration(q, qd, tau), rtol=1e-12,
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        damped.acceleration(q, qd, tau), viscous.acceleration(q, qd, tau), rtol=1e-12, atol=1e-12
+    )
 
 
 def test_friction_round_trips_through_parameters_and_make_system():
-    arm = PlanarArm(masses=(1.0, 2.0), lengths=(0.5, 0.5),
-                    friction=Friction(viscous=(0.1, 0.2), coulomb=0.3, offset=(0.0, -0.1), velocity=0.05))
+    arm = PlanarArm(
+        masses=(1.0, 2.0),
+        lengths=(0.5, 0.5),
+        friction=Friction(viscous=(0.1, 0.2), coulomb=0.3, offset=(0.0, -0.1), velocity=0.05),
+    )
     params = arm.parameters()
     assert params["friction"] == {"viscous": [0.1, 0.2], "coulomb": 0.3, "offset": [0.0, -0.1], "velocity": 0.05}
     assert json.loads(json.dumps(params)) == params
@@ -320,14 +368,17 @@ def test_friction_round_trips_through_parameters_and_make_system():
     assert simulations.make_system("planar-arm", **PlanarArm().parameters()) == PlanarArm()
 
 
-@pytest.mark.parametrize("kwargs, error, message", [
-    (dict(viscous=-0.1), ValueError, r"Friction.viscous must be >= 0 .*got -0.1"),
-    (dict(coulomb=(0.1, -0.2)), ValueError, r"Friction.coulomb must be >= 0 .*got \(0.1, -0.2\)"),
-    (dict(velocity=0.0), ValueError, r"Friction.velocity must be a finite number > 0; got 0.0"),
-    (dict(offset=float("nan")), ValueError, r"Friction.offset must be finite"),
-    (dict(viscous=(0.1, 0.2), coulomb=(0.1, 0.2, 0.3)), ValueError, r"one length; got lengths"),
-    (dict(viscous="0.1"), TypeError, r"Friction.viscous must be a number or a sequence"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        (dict(viscous=-0.1), ValueError, r"Friction.viscous must be >= 0 .*got -0.1"),
+        (dict(coulomb=(0.1, -0.2)), ValueError, r"Friction.coulomb must be >= 0 .*got \(0.1, -0.2\)"),
+        (dict(velocity=0.0), ValueError, r"Friction.velocity must be a finite number > 0; got 0.0"),
+        (dict(offset=float("nan")), ValueError, r"Friction.offset must be finite"),
+        (dict(viscous=(0.1, 0.2), coulomb=(0.1, 0.2, 0.3)), ValueError, r"one length; got lengths"),
+        (dict(viscous="0.1"), TypeError, r"Friction.viscous must be a number or a sequence"),
+    ],
+)
 def test_bad_friction_is_named(kwargs, error, message):
     with pytest.raises(error, match=message):
         Friction(**kwargs)
@@ -343,22 +394,25 @@ def test_friction_must_fit_the_system():
 
 
 # ----------------------------------------------------------------- bad input
-@pytest.mark.parametrize("factory, message", [
-    (lambda: Pendulum(m=-1.0), r"m must be .*> 0; got -1.0"),
-    (lambda: Pendulum(l=0.0), r"l must be .*> 0; got 0.0"),
-    (lambda: Pendulum(damping=-0.1), r"damping must be .*>= 0; got -0.1"),
-    (lambda: DoublePendulum(m2=-2.0), r"m2 must be .*> 0; got -2.0"),
-    (lambda: DoublePendulum(l1=float("nan")), r"l1 must be a finite number > 0; got nan"),
-    (lambda: NPendulum(masses=(1.0, -1.0), lengths=(1.0, 1.0)), r"masses\[1\] must be .*> 0; got -1.0"),
-    (lambda: NPendulum(masses=(1.0, 1.0), lengths=(1.0, 0.0)), r"lengths\[1\] must be .*> 0; got 0.0"),
-    (lambda: NPendulum(masses=(1.0,), lengths=(1.0,)), r"masses must have at least 2 entries"),
-    (lambda: NPendulum(masses=(1.0, 1.0), lengths=(1.0, 1.0, 1.0)), r"same length; got 2 masses"),
-    (lambda: CartPole(pole_length=-0.5), r"pole_length must be .*> 0; got -0.5"),
-    (lambda: CartPole(cart_mass=0), r"cart_mass must be .*> 0; got 0"),
-    (lambda: PlanarArm(masses=(1.0, 0.0), lengths=(1.0, 1.0)), r"masses\[1\] must be .*> 0; got 0.0"),
-    (lambda: PlanarArm(masses=(), lengths=()), r"masses must have at least 1 entries"),
-    (lambda: PlanarArm(g=-9.81), r"g must be .*>= 0; got -9.81"),
-])
+@pytest.mark.parametrize(
+    "factory, message",
+    [
+        (lambda: Pendulum(m=-1.0), r"m must be .*> 0; got -1.0"),
+        (lambda: Pendulum(l=0.0), r"l must be .*> 0; got 0.0"),
+        (lambda: Pendulum(damping=-0.1), r"damping must be .*>= 0; got -0.1"),
+        (lambda: DoublePendulum(m2=-2.0), r"m2 must be .*> 0; got -2.0"),
+        (lambda: DoublePendulum(l1=float("nan")), r"l1 must be a finite number > 0; got nan"),
+        (lambda: NPendulum(masses=(1.0, -1.0), lengths=(1.0, 1.0)), r"masses\[1\] must be .*> 0; got -1.0"),
+        (lambda: NPendulum(masses=(1.0, 1.0), lengths=(1.0, 0.0)), r"lengths\[1\] must be .*> 0; got 0.0"),
+        (lambda: NPendulum(masses=(1.0,), lengths=(1.0,)), r"masses must have at least 2 entries"),
+        (lambda: NPendulum(masses=(1.0, 1.0), lengths=(1.0, 1.0, 1.0)), r"same length; got 2 masses"),
+        (lambda: CartPole(pole_length=-0.5), r"pole_length must be .*> 0; got -0.5"),
+        (lambda: CartPole(cart_mass=0), r"cart_mass must be .*> 0; got 0"),
+        (lambda: PlanarArm(masses=(1.0, 0.0), lengths=(1.0, 1.0)), r"masses\[1\] must be .*> 0; got 0.0"),
+        (lambda: PlanarArm(masses=(), lengths=()), r"masses must have at least 1 entries"),
+        (lambda: PlanarArm(g=-9.81), r"g must be .*>= 0; got -9.81"),
+    ],
+)
 def test_bad_parameters_raise_value_error(factory, message):
     with pytest.raises(ValueError, match=message):
         factory()
@@ -410,8 +464,11 @@ def test_bad_sampling_arguments():
 
 
 def test_unknown_system_name_lists_known_names():
-    with pytest.raises(ValueError, match=r"unknown system 'tripple-pendulum'; known systems: pendulum, "
-                                         r"double-pendulum, n-pendulum, cart-pole, planar-arm, panda"):
+    with pytest.raises(
+        ValueError,
+        match=r"unknown system 'tripple-pendulum'; known systems: pendulum, "
+        r"double-pendulum, n-pendulum, cart-pole, planar-arm, panda",
+    ):
         simulations.make_system("tripple-pendulum")
     with pytest.raises(TypeError):
         simulations.make_system("pendulum", mass=1.0)
@@ -436,8 +493,10 @@ def test_urdf_robot_missing_file(tmp_path):
 def test_simulations_imports_neither_lnn_nor_tensorflow():
     import subprocess
 
-    code = ("import sys, simulations; bad = [m for m in ('lnn', 'tensorflow', 'keras') if m in sys.modules]; "
-            "sys.exit(f'imported {bad}' if bad else 0)")
+    code = (
+        "import sys, simulations; bad = [m for m in ('lnn', 'tensorflow', 'keras') if m in sys.modules]; "
+        "sys.exit(f'imported {bad}' if bad else 0)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
 

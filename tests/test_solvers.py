@@ -34,12 +34,12 @@ class TFPendulums:
         q = tf.convert_to_tensor(q, tf.float64)
         qd = tf.convert_to_tensor(qd, tf.float64)
         coupling = 0.4 * tf.sin(q[:, ::-1] - q)
-        qdd = -self.w ** 2 * tf.sin(q) - 0.3 * qd + coupling
+        qdd = -(self.w**2) * tf.sin(q) - 0.3 * qd + coupling
         return qdd if tau is None else qdd + tf.convert_to_tensor(tau, tf.float64)
 
     def energy(self, q, qd):
         q, qd = tf.convert_to_tensor(q, tf.float64), tf.convert_to_tensor(qd, tf.float64)
-        return tf.reduce_sum(0.5 * qd ** 2 + self.w ** 2 * (1 - tf.cos(q)), axis=-1)
+        return tf.reduce_sum(0.5 * qd**2 + self.w**2 * (1 - tf.cos(q)), axis=-1)
 
 
 SYSTEM = TFPendulums()
@@ -58,11 +58,12 @@ class TFOscillators:
     w = np.array([1.0, 2.3])
 
     def acceleration(self, q, qd, tau=None):
-        return -tf.constant(self.w ** 2) * tf.convert_to_tensor(q, tf.float64)
+        return -tf.constant(self.w**2) * tf.convert_to_tensor(q, tf.float64)
 
     def energy(self, q, qd):
-        return 0.5 * tf.reduce_sum(tf.convert_to_tensor(qd, tf.float64) ** 2
-                                   + self.w ** 2 * tf.convert_to_tensor(q, tf.float64) ** 2, axis=-1)
+        return 0.5 * tf.reduce_sum(
+            tf.convert_to_tensor(qd, tf.float64) ** 2 + self.w**2 * tf.convert_to_tensor(q, tf.float64) ** 2, axis=-1
+        )
 
 
 # Fixed steps (max_step with a loose tolerance) in each method's asymptotic range, above the
@@ -83,8 +84,7 @@ def test_order_of_convergence(method):
     if problem == "pendulums":
         system, q0, qd0 = SYSTEM, Q0, QD0
         # A finer fixed-step dopri8 solve of the same TF system is the ground truth.
-        exact = rollout(system, q0, qd0, t, method="dopri8", rtol=1e3, atol=1e3,
-                        max_step=0.004).q[:, -1]
+        exact = rollout(system, q0, qd0, t, method="dopri8", rtol=1e3, atol=1e3, max_step=0.004).q[:, -1]
         np.testing.assert_allclose(exact, _reference(system, q0, qd0, t).q[:, -1], atol=1e-12)
     else:
         system, q0, qd0 = TFOscillators(), np.array([[1.0, 0.5]]), np.array([[0.0, 0.3]])
@@ -118,9 +118,13 @@ def test_equals_solve_ivp_to_the_tolerance(method):
     smooth_exact = rollout(SYSTEM, Q0, QD0, t, method="DOP853", rtol=1e-12, atol=1e-12)
     assert np.abs(smooth.q - smooth_exact.q).max() < 1e-6
     # The samples hold the system's own accelerations, forces and energies.
-    np.testing.assert_allclose(result.qdd, SYSTEM.acceleration(
-        result.q.reshape(-1, 2), result.qd.reshape(-1, 2),
-        result.tau.reshape(-1, 2)).numpy().reshape(result.q.shape), atol=1e-12)
+    np.testing.assert_allclose(
+        result.qdd,
+        SYSTEM.acceleration(result.q.reshape(-1, 2), result.qd.reshape(-1, 2), result.tau.reshape(-1, 2))
+        .numpy()
+        .reshape(result.q.shape),
+        atol=1e-12,
+    )
     np.testing.assert_allclose(result.tau, np.broadcast_to(tau, result.tau.shape))
     assert np.all(np.isnan(result.failed_at)) and result.failures == ()
     assert result.method == method and result.nfev > 0
@@ -129,10 +133,8 @@ def test_equals_solve_ivp_to_the_tolerance(method):
 def test_held_forces_match_solve_ivp():
     t = np.linspace(0.0, 2.0, 9)
     tau = np.where(np.arange(9) % 2, 0.5, -0.5)[:, None] * np.ones(2)
-    exact = rollout(SYSTEM, Q0, QD0, t, tau=tau, tau_interpolation="hold", method="DOP853",
-                    rtol=1e-12, atol=1e-12)
-    result = rollout(SYSTEM, Q0, QD0, t, tau=tau, tau_interpolation="hold", method="dopri5",
-                     rtol=1e-9, atol=1e-9)
+    exact = rollout(SYSTEM, Q0, QD0, t, tau=tau, tau_interpolation="hold", method="DOP853", rtol=1e-12, atol=1e-12)
+    result = rollout(SYSTEM, Q0, QD0, t, tau=tau, tau_interpolation="hold", method="dopri5", rtol=1e-9, atol=1e-9)
     assert np.abs(result.q - exact.q).max() < 1e-6
 
 
@@ -143,8 +145,7 @@ def test_each_trajectory_meets_its_own_tolerance():
     rtol = np.array([1e-4, 1e-7, 1e-10])
     batch = rollout(SYSTEM, Q0, QD0, t, method="dopri5", rtol=rtol, atol=rtol)
     for b in range(3):
-        solo = rollout(SYSTEM, Q0[b:b + 1], QD0[b:b + 1], t, method="dopri5", rtol=rtol[b],
-                       atol=rtol[b])
+        solo = rollout(SYSTEM, Q0[b : b + 1], QD0[b : b + 1], t, method="dopri5", rtol=rtol[b], atol=rtol[b])
         np.testing.assert_allclose(batch.q[b], solo.q[0], atol=1e-13, rtol=0)
         error = np.abs(batch.q[b] - exact.q[b]).max()
         assert error < 100 * rtol[b]
@@ -180,8 +181,9 @@ def test_gradients_match_finite_differences():
 
 @pytest.mark.slow  # the step loop of a learned model's Hessians, differentiated in graph mode
 def test_gradient_reaches_a_learned_model_s_weights():
-    model = lnn.LagrangianNetwork(2, kind="kinetic-potential", convex=True, hidden=(8, 8),
-                                  angular=True, dtype="float64", seed=3)
+    model = lnn.LagrangianNetwork(
+        2, kind="kinetic-potential", convex=True, hidden=(8, 8), angular=True, dtype="float64", seed=3
+    )
     t = tf.constant([0.0, 0.3, 0.6])
     q0, qd0 = tf.constant(Q0[:2]), tf.constant(QD0[:2])
     kernel = model.trainable_variables[0]
@@ -200,8 +202,7 @@ def test_gradient_reaches_a_learned_model_s_weights():
         kernel.assign(start + sign * eps * direction)
         values.append(loss().numpy())
     kernel.assign(start)
-    np.testing.assert_allclose(np.sum(grad * direction), (values[0] - values[1]) / (2 * eps),
-                               rtol=1e-4)
+    np.testing.assert_allclose(np.sum(grad * direction), (values[0] - values[1]) / (2 * eps), rtol=1e-4)
 
 
 def test_odeint_adaptive_returns_tensors_equal_to_rollout():
@@ -228,22 +229,30 @@ def test_a_numpy_only_system_is_refused_with_a_clear_error():
     import simulations
 
     with pytest.raises(TypeError, match=r"accepts TensorFlow tensors.*DOP853"):
-        rollout(simulations.DoublePendulum(), [0.1, 0.2], [0.0, 0.0], [0.0, 0.1],
-                method="dopri5")
+        rollout(simulations.DoublePendulum(), [0.1, 0.2], [0.0, 0.0], [0.0, 0.1], method="dopri5")
 
 
 def test_bad_input_is_named():
     t = [0.0, 1.0]
-    with pytest.raises(ValueError, match=r"tsit5, dopri5, dopri8.*RK23, RK45, DOP853, Radau, "
-                                         r"BDF, LSODA; got 'rk45'"):
+    with pytest.raises(
+        ValueError,
+        match=r"tsit5, dopri5, dopri8.*RK23, RK45, DOP853, Radau, "
+        r"BDF, LSODA; got 'rk45'",
+    ):
         rollout(SYSTEM, Q0, QD0, t, method="rk45")
-    with pytest.raises(ValueError, match=r"method must be one of .*'rk4', 'verlet', 'tsit5', "
-                                         r"'dopri5', 'dopri8'.*got 'euler'"):
+    with pytest.raises(
+        ValueError,
+        match=r"method must be one of .*'rk4', 'verlet', 'tsit5', "
+        r"'dopri5', 'dopri8'.*got 'euler'",
+    ):
         odeint(SYSTEM, Q0, QD0, t, method="euler")
     with pytest.raises(ValueError, match="method must be one of tsit5, dopri5, dopri8; got 'rk7'"):
         solvers.tableau("rk7")
-    with pytest.raises(ValueError, match=r"on_failure must be one of \('raise', 'mask'\); "
-                                         r"got 'skip'"):
+    with pytest.raises(
+        ValueError,
+        match=r"on_failure must be one of \('raise', 'mask'\); "
+        r"got 'skip'",
+    ):
         rollout(SYSTEM, Q0, QD0, t, method="dopri5", on_failure="skip")
     with pytest.raises(ValueError, match="error_control must be one of"):
         rollout(SYSTEM, Q0, QD0, t, error_control="worst")

@@ -60,8 +60,9 @@ def double_pendulum_equations():
     lagrangian = me.Lagrangian(frame, *particles)
     # Torques about the absolute angles: rod frames rotate at q1', q2' in N.
     forces = [(rod1, tau1 * frame.z), (rod2, tau2 * frame.z)]
-    return _lambdify_lagrange(lagrangian, [q1, q2], forces, frame,
-                              {"tau": [tau1, tau2], "constants": [m1, m2, l1, l2, g]})
+    return _lambdify_lagrange(
+        lagrangian, [q1, q2], forces, frame, {"tau": [tau1, tau2], "constants": [m1, m2, l1, l2, g]}
+    )
 
 
 @functools.cache
@@ -97,8 +98,9 @@ def planar_arm_equations(n):
     for i, link in enumerate(link_frames):
         torque = joint_torque[i] - (joint_torque[i + 1] if i + 1 < n else 0)
         forces.append((link, torque * frame.z))
-    return _lambdify_lagrange(lagrangian, qs, forces, frame,
-                              {"tau": list(taus), "constants": [*masses, *lengths, g, c]})
+    return _lambdify_lagrange(
+        lagrangian, qs, forces, frame, {"tau": list(taus), "constants": [*masses, *lengths, g, c]}
+    )
 
 
 def _states(n, size=25, seed=SEED):
@@ -107,16 +109,20 @@ def _states(n, size=25, seed=SEED):
 
 def _sympy_dynamics(mass_fn, forcing_fn, q, qd, tau, consts):
     masses = np.array([np.array(mass_fn(qi, consts), dtype=float) for qi in q])
-    forcing = np.array([np.array(forcing_fn(qi, vi, ti, consts), dtype=float).ravel()
-                        for qi, vi, ti in zip(q, qd, tau)])
+    forcing = np.array(
+        [np.array(forcing_fn(qi, vi, ti, consts), dtype=float).ravel() for qi, vi, ti in zip(q, qd, tau)]
+    )
     return masses, np.linalg.solve(masses, forcing[..., None])[..., 0]
 
 
 @pytest.mark.parametrize("cls", [DoublePendulum, NPendulum])
 def test_double_pendulum_matches_sympy(cls):
     m1, m2, l1, l2, g = 1.3, 0.7, 0.9, 1.4, 9.81
-    system = (DoublePendulum(m1=m1, m2=m2, l1=l1, l2=l2, g=g) if cls is DoublePendulum
-              else NPendulum(masses=(m1, m2), lengths=(l1, l2), g=g))
+    system = (
+        DoublePendulum(m1=m1, m2=m2, l1=l1, l2=l2, g=g)
+        if cls is DoublePendulum
+        else NPendulum(masses=(m1, m2), lengths=(l1, l2), g=g)
+    )
     q, qd, tau = _states(2)
     mass, qdd = _sympy_dynamics(*double_pendulum_equations(), q, qd, tau, [m1, m2, l1, l2, g])
     np.testing.assert_allclose(system.mass_matrix(q), mass, rtol=1e-10, atol=1e-10)

@@ -44,9 +44,16 @@ def _weights(model):
 def test_loss_decreases_and_step_traces_once(tmp_path):
     data = _pendulum_data(500)  # 500 % 64 != 0: a smaller last batch must not retrace
     model = _model()
-    history = fit(model, data, epochs=4, batch_size=64, learning_rate=3e-3, validation=0.25,
-                  loss={"acceleration": 1.0, "acceleration-l1": 0.5, "torque": 0.1, "energy": 0.01},
-                  tensorboard_dir=tmp_path / "tb")
+    history = fit(
+        model,
+        data,
+        epochs=4,
+        batch_size=64,
+        learning_rate=3e-3,
+        validation=0.25,
+        loss={"acceleration": 1.0, "acceleration-l1": 0.5, "torque": 0.1, "energy": 0.01},
+        tensorboard_dir=tmp_path / "tb",
+    )
     assert list((tmp_path / "tb").glob("events.out.tfevents.*"))
     assert isinstance(history, History)
     assert history.traces == 1
@@ -88,8 +95,9 @@ def test_xla_train_step_is_compiled_once_not_per_weight_update(tmp_path):
     every update (0.6-0.9 s a step); this test fails with _Trainer(engine="tapes").
     """
     env = dict(os.environ, XLA_FLAGS=f"--xla_dump_to={tmp_path}", TF_CPP_MIN_LOG_LEVEL="2")
-    done = subprocess.run([sys.executable, "-c", _XLA_COMPILATIONS, str(tmp_path)], env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", _XLA_COMPILATIONS, str(tmp_path)], env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     counts = json.loads(done.stdout.strip().splitlines()[-1])
     assert len(counts) == 3 and counts[0] >= 1, counts  # 4 updates per epoch
@@ -102,20 +110,30 @@ def test_both_train_engines_give_the_same_loss_and_gradients(kind):
 
     from lnn.train import _Trainer
 
-    model = LagrangianNetwork(2, kind=kind, hidden=(8, 6), angular=(True, False), dtype="float64",
-                              damping=kind == "kinetic-potential", seed=2)
+    model = LagrangianNetwork(
+        2, kind=kind, hidden=(8, 6), angular=(True, False), dtype="float64", damping=kind == "kinetic-potential", seed=2
+    )
     rng = np.random.default_rng(0)
     batch = [tf.constant(rng.normal(size=(5, 2))) for _ in range(4)]  # q, qd, qdd, tau
     spec = [tf.TensorSpec((None, 2), tf.float64)] * 4
     out = {}
     for engine in ("tapes", "closed-form"):
-        trainer = _Trainer(model, {"acceleration-l2": 1.0}, n=2, dtype=tf.float64,
-                           scales={"qdd": 1.0}, strategy=tf.distribute.get_strategy(),
-                           optimizer=None, horizon=1, dt=1.0, signature=spec, engine=engine)
+        trainer = _Trainer(
+            model,
+            {"acceleration-l2": 1.0},
+            n=2,
+            dtype=tf.float64,
+            scales={"qdd": 1.0},
+            strategy=tf.distribute.get_strategy(),
+            optimizer=None,
+            horizon=1,
+            dt=1.0,
+            signature=spec,
+            engine=engine,
+        )
         out[engine] = trainer._local(*batch)
     (s1, r1, g1), (s2, r2, g2) = out["tapes"], out["closed-form"]
-    np.testing.assert_allclose(s1["acceleration-l2"].numpy(), s2["acceleration-l2"].numpy(),
-                               rtol=1e-10)
+    np.testing.assert_allclose(s1["acceleration-l2"].numpy(), s2["acceleration-l2"].numpy(), rtol=1e-10)
     assert float(r1) == float(r2) == 5.0
     for a, b in zip(g1, g2):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-8, atol=1e-12)
@@ -123,14 +141,22 @@ def test_both_train_engines_give_the_same_loss_and_gradients(kind):
 
 def test_checkpoints_resume_bit_identically(tmp_path):
     data = _pendulum_data(256)
-    options = dict(epochs=4, batch_size=64, learning_rate=3e-3, validation=None, seed=3,
-                   restore_best=False, loss={"acceleration": 1.0, "torque": 0.5})
+    options = dict(
+        epochs=4,
+        batch_size=64,
+        learning_rate=3e-3,
+        validation=None,
+        seed=3,
+        restore_best=False,
+        loss={"acceleration": 1.0, "torque": 0.5},
+    )
     straight = _model()
     h_straight = fit(straight, data, checkpoint_dir=tmp_path / "a", **options)
 
     interrupted = _model()
-    h_first = fit(interrupted, data, checkpoint_dir=tmp_path / "b",
-                  callbacks=[lambda epoch, logs: epoch == 1], **options)
+    h_first = fit(
+        interrupted, data, checkpoint_dir=tmp_path / "b", callbacks=[lambda epoch, logs: epoch == 1], **options
+    )
     assert h_first.stopped_reason == "callback" and len(h_first.epoch) == 2
     resumed = _model(seed=99)  # different initial weights: everything must come from the checkpoint
     h_resumed = fit(resumed, data, checkpoint_dir=tmp_path / "b", **options)
@@ -149,8 +175,16 @@ def test_nan_batch_stops_with_clear_error_and_keeps_last_good_weights():
     model = _model()
     snapshots = []
     with pytest.raises(TrainingDivergedError, match="epoch 0, batch 2") as info:
-        fit(model, data, epochs=3, batch_size=64, validation=None, shuffle=False, adapt=False,
-            progress=lambda done, total, message="": snapshots.append(_weights(model)))
+        fit(
+            model,
+            data,
+            epochs=3,
+            batch_size=64,
+            validation=None,
+            shuffle=False,
+            adapt=False,
+            progress=lambda done, total, message="": snapshots.append(_weights(model)),
+        )
     assert info.value.epoch == 0 and info.value.batch == 2
     assert isinstance(info.value, RuntimeError) and isinstance(info.value, FloatingPointError)
     assert len(snapshots) == 2  # progress after the two good batches
@@ -163,16 +197,33 @@ def test_time_limit_and_early_stopping_keep_best_weights():
     data = _pendulum_data(256)
     model = _model()
     reports = []
-    history = fit(model, data, epochs=10_000, batch_size=64, validation=0.25, time_limit=0.5,
-                  progress=lambda done, total, message="": reports.append(done / total))
+    history = fit(
+        model,
+        data,
+        epochs=10_000,
+        batch_size=64,
+        validation=0.25,
+        time_limit=0.5,
+        progress=lambda done, total, message="": reports.append(done / total),
+    )
     assert history.stopped_reason == "time_limit"
     assert len(history.epoch) < 10_000
     # Progress follows the time budget that ends the run, not the 10 000 epochs it never reaches.
     assert reports[-1] == 1.0 and reports == sorted(reports) and reports[0] > 0.0
     assert history.best_epoch == int(np.argmin(history.validation["total"]))
     # patience: a learning rate of ~0 never improves after the first epoch
-    history = fit(_model(), data, epochs=50, batch_size=64, validation=0.25, patience=2,
-                  learning_rate=1e-12, schedule="constant", warmup=0.0, min_delta=1e-6)
+    history = fit(
+        _model(),
+        data,
+        epochs=50,
+        batch_size=64,
+        validation=0.25,
+        patience=2,
+        learning_rate=1e-12,
+        schedule="constant",
+        warmup=0.0,
+        min_delta=1e-6,
+    )
     assert history.stopped_reason == "early_stopping"
     assert len(history.epoch) <= 4
 
@@ -185,11 +236,25 @@ def test_rollout_loss_trains_through_the_integrator():
     omega = np.sqrt(G)  # small-angle pendulum
     q[:, :, 0] = amplitude[:, None] * np.cos(omega * t)
     qd[:, :, 0] = -amplitude[:, None] * omega * np.sin(omega * t)
-    data = Dataset(t=np.tile(t, 4), q=q.reshape(-1, 1), qd=qd.reshape(-1, 1),
-                   qdd=(-G * q).reshape(-1, 1), tau=np.zeros((84, 1)),
-                   trajectory=np.repeat(np.arange(4), 21), angular=(True,))
-    history = fit(_model(hidden=(8, 8)), data, loss={"rollout": 1.0, "acceleration": 1.0},
-                  horizon=3, epochs=3, batch_size=32, learning_rate=3e-3, validation=None)
+    data = Dataset(
+        t=np.tile(t, 4),
+        q=q.reshape(-1, 1),
+        qd=qd.reshape(-1, 1),
+        qdd=(-G * q).reshape(-1, 1),
+        tau=np.zeros((84, 1)),
+        trajectory=np.repeat(np.arange(4), 21),
+        angular=(True,),
+    )
+    history = fit(
+        _model(hidden=(8, 8)),
+        data,
+        loss={"rollout": 1.0, "acceleration": 1.0},
+        horizon=3,
+        epochs=3,
+        batch_size=32,
+        learning_rate=3e-3,
+        validation=None,
+    )
     assert history.traces == 1
     assert history.train["rollout"][-1] < history.train["rollout"][0]
 
@@ -258,8 +323,7 @@ _MIRRORED = textwrap.dedent("""
 
 def test_mirrored_strategy_matches_one_device():
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    done = subprocess.run([sys.executable, "-c", _MIRRORED], capture_output=True, text=True,
-                          timeout=300, env=env)
+    done = subprocess.run([sys.executable, "-c", _MIRRORED], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["replicas"] == 2 and result["traces"] == 1
@@ -284,15 +348,21 @@ def test_pendulum_learned_to_five_percent_in_under_a_minute():
     rng = np.random.default_rng(0)
     q = rng.uniform(-np.pi, np.pi, (4000, 1))
     qd = rng.uniform(-6.0, 6.0, (4000, 1))
-    data = Dataset(t=np.zeros(4000), q=q, qd=qd, qdd=pendulum.acceleration(q, qd),
-                   tau=np.zeros_like(q), trajectory=np.arange(4000), angular=(True,))
-    model = LagrangianNetwork(1, kind="structured", hidden=(32, 32), angular=(True,),
-                              dtype="float32", seed=0)
-    history = fit(model, data, epochs=1000, batch_size=256, learning_rate=3e-3,
-                  validation=0.1, time_limit=40.0)
+    data = Dataset(
+        t=np.zeros(4000),
+        q=q,
+        qd=qd,
+        qdd=pendulum.acceleration(q, qd),
+        tau=np.zeros_like(q),
+        trajectory=np.arange(4000),
+        angular=(True,),
+    )
+    model = LagrangianNetwork(1, kind="structured", hidden=(32, 32), angular=(True,), dtype="float32", seed=0)
+    history = fit(model, data, epochs=1000, batch_size=256, learning_rate=3e-3, validation=0.1, time_limit=40.0)
     assert history.time[-1] < 60.0
     q_test = rng.uniform(-np.pi, np.pi, (2000, 1))
     qd_test = rng.uniform(-6.0, 6.0, (2000, 1))
-    error = metrics.acceleration_error(model.numpy_acceleration(q_test, qd_test),
-                                       pendulum.acceleration(q_test, qd_test))
+    error = metrics.acceleration_error(
+        model.numpy_acceleration(q_test, qd_test), pendulum.acceleration(q_test, qd_test)
+    )
     assert error.median < 0.05

@@ -32,13 +32,13 @@ def _pendulum(n=32, *, forced=True, seed=0):
     q = rng.uniform(-np.pi, np.pi, (n, 1))
     qd = rng.normal(0.0, 2.0, (n, 1))
     tau = rng.normal(0.0, 1.0, (n, 1)) if forced else np.zeros((n, 1))
-    return Dataset(t=np.zeros(n), q=q, qd=qd, qdd=-G * np.sin(q) + tau, tau=tau,
-                   trajectory=np.arange(n), angular=(True,))
+    return Dataset(
+        t=np.zeros(n), q=q, qd=qd, qdd=-G * np.sin(q) + tau, tau=tau, trajectory=np.arange(n), angular=(True,)
+    )
 
 
 def _model(kind="black-box"):
-    return LagrangianNetwork(1, kind=kind, hidden=(4,), angular=(True,), dtype="float64", seed=0,
-                             xla=False)
+    return LagrangianNetwork(1, kind=kind, hidden=(4,), angular=(True,), dtype="float64", seed=0, xla=False)
 
 
 class EpochClock:
@@ -63,9 +63,17 @@ def fake_clock(monkeypatch):
 
 def test_time_limit_without_epochs_runs_for_the_budget(fake_clock):
     reports = []
-    history = fit(_model(), _pendulum(), loss="acceleration", batch_size=64, validation=None,
-                  time_limit=150.5, callbacks=[fake_clock.tick], learning_rate=1e-3,
-                  progress=lambda done, total, message="": reports.append((done, total)))
+    history = fit(
+        _model(),
+        _pendulum(),
+        loss="acceleration",
+        batch_size=64,
+        validation=None,
+        time_limit=150.5,
+        callbacks=[fake_clock.tick],
+        learning_rate=1e-3,
+        progress=lambda done, total, message="": reports.append((done, total)),
+    )
     # Epoch k starts at k seconds while k + (the last epoch's 0 s) <= 150.5: epochs 0 .. 150,
     # far past the 100 epochs of a fit without a budget.
     assert len(history.epoch) == 151 > DEFAULT_EPOCHS
@@ -74,8 +82,9 @@ def test_time_limit_without_epochs_runs_for_the_budget(fake_clock):
     # The schedule spans the budget: warm-up, peak near the start, decayed at the end.
     assert max(history.lr) == pytest.approx(1e-3, rel=0.01)
     assert history.lr[-1] < 0.02 * 1e-3
-    assert history.lr[75] == pytest.approx(1e-3 * (0.01 + 0.99 * 0.5 * (1 + np.cos(np.pi * (
-        (75 / 150.5 - 0.02) / 0.98)))), rel=1e-6)
+    assert history.lr[75] == pytest.approx(
+        1e-3 * (0.01 + 0.99 * 0.5 * (1 + np.cos(np.pi * ((75 / 150.5 - 0.02) / 0.98)))), rel=1e-6
+    )
     # Progress without an epoch count: the elapsed share of the budget, out of 1.
     assert {total for _, total in reports} == {1.0}
     shares = [done for done, _ in reports]
@@ -89,12 +98,28 @@ def test_without_epochs_or_time_limit_fit_runs_the_default_epochs():
 
 
 def test_epochs_and_time_limit_stop_at_the_first_reached(fake_clock):
-    history = fit(_model(), _pendulum(), loss="acceleration", batch_size=64, validation=None,
-                  epochs=7, time_limit=1000.0, callbacks=[fake_clock.tick])
+    history = fit(
+        _model(),
+        _pendulum(),
+        loss="acceleration",
+        batch_size=64,
+        validation=None,
+        epochs=7,
+        time_limit=1000.0,
+        callbacks=[fake_clock.tick],
+    )
     assert len(history.epoch) == 7 and history.stopped_reason == "epochs"
     fake_clock.seconds = 0.0
-    history = fit(_model(), _pendulum(), loss="acceleration", batch_size=64, validation=None,
-                  epochs=1000, time_limit=4.5, callbacks=[fake_clock.tick])
+    history = fit(
+        _model(),
+        _pendulum(),
+        loss="acceleration",
+        batch_size=64,
+        validation=None,
+        epochs=1000,
+        time_limit=4.5,
+        callbacks=[fake_clock.tick],
+    )
     assert len(history.epoch) == 5 and history.stopped_reason == "time_limit"
 
 
@@ -169,10 +194,18 @@ def test_the_scale_really_is_free_on_unforced_data():
     c = 3.0
     for net in (scaled.kinetic_net, scaled.potential_net):  # linear output layers, no bias
         net._raw_kernels[-1].assign(c * net._raw_kernels[-1])
-    np.testing.assert_allclose(scaled.acceleration(data.q, data.qd).numpy(),
-                               model.acceleration(data.q, data.qd).numpy(), rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(scaled.inverse_dynamics(data.q, data.qd, data.qdd).numpy(),
-                               c * model.inverse_dynamics(data.q, data.qd, data.qdd).numpy(),
-                               rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(scaled.energy(data.q, data.qd).numpy(),
-                               c * model.energy(data.q, data.qd).numpy(), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(
+        scaled.acceleration(data.q, data.qd).numpy(),
+        model.acceleration(data.q, data.qd).numpy(),
+        rtol=1e-10,
+        atol=1e-10,
+    )
+    np.testing.assert_allclose(
+        scaled.inverse_dynamics(data.q, data.qd, data.qdd).numpy(),
+        c * model.inverse_dynamics(data.q, data.qd, data.qdd).numpy(),
+        rtol=1e-10,
+        atol=1e-10,
+    )
+    np.testing.assert_allclose(
+        scaled.energy(data.q, data.qd).numpy(), c * model.energy(data.q, data.qd).numpy(), rtol=1e-10, atol=1e-10
+    )

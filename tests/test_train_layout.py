@@ -21,8 +21,12 @@ FUNCTION_LIMIT = 150
 def _code_lines(node: ast.AST) -> int:
     lines = node.end_lineno - node.lineno + 1
     body = getattr(node, "body", [])
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
         lines -= body[0].end_lineno - body[0].lineno + 1
     return lines
 
@@ -58,8 +62,9 @@ def test_every_function_of_the_package_is_under_the_limit():
     assert not too_long, f"functions of {FUNCTION_LIMIT} code lines or more: {too_long}"
 
 
-@pytest.mark.parametrize("pattern", [r"tensorflow\.python", r"keras\.src", r"pywrap_tfe",
-                                     r"_flatten_layers", r"summary_pb2"])
+@pytest.mark.parametrize(
+    "pattern", [r"tensorflow\.python", r"keras\.src", r"pywrap_tfe", r"_flatten_layers", r"summary_pb2"]
+)
 def test_no_tensorflow_or_keras_internals_outside_the_runtime_module(pattern):
     users = [p.name for p in PACKAGE.glob("*.py") if re.search(pattern, p.read_text())]
     assert not users, f"{pattern} used in lnn/train/{users}: it belongs in lnn/_runtime.py"

@@ -38,8 +38,9 @@ def main(argv=None) -> int:
 
     # --8<-- [start:logs]
     rng = np.random.default_rng(0)
-    runs = lnn.generate(robot, n_trajectories=4 if quick else 8, duration=4.0, dt=0.002, seed=0,
-                        tau="gravity-sinusoids")
+    runs = lnn.generate(
+        robot, n_trajectories=4 if quick else 8, duration=4.0, dt=0.002, seed=0, tau="gravity-sinusoids"
+    )
     logs = []
     for k, run in enumerate(runs.trajectories()):  # what a controller writes at 500 Hz
         t = run.t + 2e-5 * rng.standard_normal(run.t.shape)  # time-stamp jitter
@@ -56,14 +57,28 @@ def main(argv=None) -> int:
     from lnn.cli import main as lnn_cli
 
     data_path = out / "data.npz"
-    lnn_cli(["import", *logs, "--time", "time", "--q", "q1,q2", "--tau", "tau1,tau2", "--angular", "all",
-             "-o", str(data_path), "--overwrite"])
+    lnn_cli(
+        [
+            "import",
+            *logs,
+            "--time",
+            "time",
+            "--q",
+            "q1,q2",
+            "--tau",
+            "tau1,tau2",
+            "--angular",
+            "all",
+            "-o",
+            str(data_path),
+            "--overwrite",
+        ]
+    )
     data = lnn.Dataset.load(data_path)
     # --8<-- [end:import]
 
     # --8<-- [start:identify]
-    model = lnn.identify(data, prior=nominal, time_limit=10 if quick else 60, residual=not quick,
-                         seed=0)
+    model = lnn.identify(data, prior=nominal, time_limit=10 if quick else 60, residual=not quick, seed=0)
     print(model.report.format())
     model.save(out / "robot.keras", overwrite=True)
     # --8<-- [end:identify]
@@ -75,13 +90,17 @@ def main(argv=None) -> int:
 
         def reference(t):
             w = 2 * np.pi * 0.5
-            return (0.8 * np.sin(w * t) * np.ones(2), 0.8 * w * np.cos(w * t) * np.ones(2),
-                    -0.8 * w * w * np.sin(w * t) * np.ones(2))
+            return (
+                0.8 * np.sin(w * t) * np.ones(2),
+                0.8 * w * np.cos(w * t) * np.ones(2),
+                -0.8 * w * w * np.sin(w * t) * np.ones(2),
+            )
 
         def tau(t, q, qd):  # q, qd of shape (B, n)
             q_ref, qd_ref, qdd_ref = reference(t)
             qdd = qdd_ref + kd * (qd_ref - qd) + kp * (q_ref - q)
             return np.asarray(dynamics.inverse_dynamics(q, qd, qdd))
+
         return tau, reference
 
     t = np.linspace(0.0, 1.0 if quick else 4.0, 101)
@@ -89,8 +108,10 @@ def main(argv=None) -> int:
         controller, reference = computed_torque(dynamics)
         run = lnn.rollout(robot, np.zeros(2), np.array([0.8 * np.pi, 0.8 * np.pi]), t=t, tau=controller)
         error = run.q[0] - np.stack([reference(ti)[0] for ti in t])
-        print(f"computed-torque control with the {name} model: RMS tracking error "
-              f"{np.sqrt(np.mean(error[len(t) // 4:] ** 2)):.2e} rad")
+        print(
+            f"computed-torque control with the {name} model: RMS tracking error "
+            f"{np.sqrt(np.mean(error[len(t) // 4 :] ** 2)):.2e} rad"
+        )
     # --8<-- [end:control]
     return 0
 

@@ -38,8 +38,13 @@ from lnn.inertia import (
 __all__ = ["least_squares", "IdentifiedRobot", "IdentifiedFriction", "FitStatistics", "NonPhysicalMassMatrixError"]
 
 _HINT = "install the robots extra: pip install 'lnn[robots]'"
-_FRICTION = {None: (), "viscous": ("viscous",), "coulomb": ("coulomb",),
-             "viscous+coulomb": ("viscous", "coulomb"), "coulomb+viscous": ("viscous", "coulomb")}
+_FRICTION = {
+    None: (),
+    "viscous": ("viscous",),
+    "coulomb": ("coulomb",),
+    "viscous+coulomb": ("viscous", "coulomb"),
+    "coulomb+viscous": ("viscous", "coulomb"),
+}
 _LINK_PARAMETERS = ("m", "mc_x", "mc_y", "mc_z", "I_xx", "I_xy", "I_yy", "I_xz", "I_yz", "I_zz")
 
 
@@ -84,8 +89,12 @@ class IdentifiedFriction:
 
     def parameters(self) -> dict:
         """JSON-serialisable: ``simulations.Friction(**friction.parameters())`` rebuilds it."""
-        return {"viscous": self.viscous.tolist(), "coulomb": self.coulomb.tolist(),
-                "offset": self.offset.tolist(), "velocity": float(self.velocity)}
+        return {
+            "viscous": self.viscous.tolist(),
+            "coulomb": self.coulomb.tolist(),
+            "offset": self.offset.tolist(),
+            "velocity": float(self.velocity),
+        }
 
 
 @dataclass(frozen=True, eq=False)
@@ -307,7 +316,8 @@ class IdentifiedRobot:
                 raise NonPhysicalMassMatrixError(
                     f"the identified mass matrix is not positive definite at q={qi.tolist()} (eigenvalues "
                     f"{np.linalg.eigvalsh(mass).tolist()}): the least-squares parameters are not physically "
-                    f"consistent; fit with least_squares(..., physical=True)") from None
+                    f"consistent; fit with least_squares(..., physical=True)"
+                ) from None
             b = ti - pin.nonLinearEffects(model, data, qi, vi)
             return np.linalg.solve(factor.T, np.linalg.solve(factor, b))
 
@@ -416,12 +426,15 @@ def _dataset_arrays(dataset, n: int):
     for name in ("q", "qd", "qdd", "tau"):
         value = getattr(dataset, name, None)
         if value is None:
-            raise ValueError(f"dataset.{name} is missing: least_squares needs q, qd, qdd and measured "
-                             f"joint torques tau; got a {type(dataset).__name__} without {name}")
+            raise ValueError(
+                f"dataset.{name} is missing: least_squares needs q, qd, qdd and measured "
+                f"joint torques tau; got a {type(dataset).__name__} without {name}"
+            )
         array = np.asarray(value, dtype=np.float64)
         if array.ndim != 2 or array.shape[1] != n:
-            raise ValueError(f"dataset.{name} must have shape (N, {n}) for this robot (n_dof={n}); "
-                             f"got shape {array.shape}")
+            raise ValueError(
+                f"dataset.{name} must have shape (N, {n}) for this robot (n_dof={n}); got shape {array.shape}"
+            )
         if not np.all(np.isfinite(array)):
             raise ValueError(f"dataset.{name} contains NaN or infinite values")
         arrays[name] = array
@@ -431,9 +444,11 @@ def _dataset_arrays(dataset, n: int):
     if len(arrays["q"]) == 0:
         raise ValueError("dataset has no samples")
     if not np.any(arrays["tau"]):
-        raise ValueError("dataset.tau is all zero: least_squares identifies the robot from measured joint "
-                         "torques; generate the data with torques (lnn.generate(..., tau=...)) or load a log "
-                         "with its torque columns")
+        raise ValueError(
+            "dataset.tau is all zero: least_squares identifies the robot from measured joint "
+            "torques; generate the data with torques (lnn.generate(..., tau=...)) or load a log "
+            "with its torque columns"
+        )
     return arrays["q"], arrays["qd"], arrays["qdd"], arrays["tau"]
 
 
@@ -479,8 +494,9 @@ def _massive(links: np.ndarray) -> np.ndarray:
     return links
 
 
-def _physical_solution(regressor, tau, weights, columns: _Columns, prior_links, start_extras,
-                       regularization: float, max_nfev: int):
+def _physical_solution(
+    regressor, tau, weights, columns: _Columns, prior_links, start_extras, regularization: float, max_nfev: int
+):
     """Fit log-Cholesky links and non-negative extras by ``scipy.optimize.least_squares``.
 
     The extras that must be >= 0 (armature, viscous, Coulomb) are written as
@@ -499,8 +515,11 @@ def _physical_solution(regressor, tau, weights, columns: _Columns, prior_links, 
     q_factor, rows = np.linalg.qr(rows)
     target = q_factor.T @ target
     eta0 = parameters_to_log_cholesky(_massive(prior_links)).reshape(-1)
-    squared = np.concatenate([np.full(columns.n_dof, e != "offset") for e in columns.extras]).astype(bool) \
-        if columns.extras else np.zeros(0, dtype=bool)
+    squared = (
+        np.concatenate([np.full(columns.n_dof, e != "offset") for e in columns.extras]).astype(bool)
+        if columns.extras
+        else np.zeros(0, dtype=bool)
+    )
     floor = 1e-6 * max(float(np.abs(start_extras).max(initial=0.0)), 1e-3)
     z0 = np.where(squared, np.sqrt(np.maximum(start_extras, floor)), start_extras)
     x0 = np.concatenate([eta0, z0])
@@ -526,26 +545,46 @@ def _physical_solution(regressor, tau, weights, columns: _Columns, prior_links, 
         return out
 
     with np.errstate(over="ignore", invalid="ignore"):
-        result = scipy.optimize.least_squares(fun, x0, jac=jac, method="lm", x_scale="jac", max_nfev=max_nfev,
-                                              xtol=1e-15, ftol=1e-15, gtol=1e-15)
+        result = scipy.optimize.least_squares(
+            fun, x0, jac=jac, method="lm", x_scale="jac", max_nfev=max_nfev, xtol=1e-15, ftol=1e-15, gtol=1e-15
+        )
     theta, _ = _theta(result.x)
     return theta, result
 
 
 def _validated_options(friction_velocity, regularization, max_nfev, tolerance):
-    for name, value in (("friction_velocity", friction_velocity), ("regularization", regularization),
-                        ("rank_tolerance", tolerance)):
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-                or not math.isfinite(value) or value < 0 or (value == 0 and name != "regularization"):
+    for name, value in (
+        ("friction_velocity", friction_velocity),
+        ("regularization", regularization),
+        ("rank_tolerance", tolerance),
+    ):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float, np.integer, np.floating))
+            or not math.isfinite(value)
+            or value < 0
+            or (value == 0 and name != "regularization")
+        ):
             raise ValueError(f"{name} must be a finite number > 0 (>= 0 for regularization); got {value!r}")
     if isinstance(max_nfev, bool) or not isinstance(max_nfev, (int, np.integer)) or max_nfev < 1:
         raise ValueError(f"max_nfev must be a positive integer; got {max_nfev!r}")
 
 
-def least_squares(dataset, robot, *, friction: str | None = "viscous+coulomb", friction_velocity: float = 0.01,
-                  offset: bool | None = None, armature: bool = False, physical: bool = False,
-                  torque_std=None, regularization: float = 1e-8, rank_tolerance: float = 1e-8,
-                  max_nfev: int = 1000, seed: int = 0) -> IdentifiedRobot:
+def least_squares(
+    dataset,
+    robot,
+    *,
+    friction: str | None = "viscous+coulomb",
+    friction_velocity: float = 0.01,
+    offset: bool | None = None,
+    armature: bool = False,
+    physical: bool = False,
+    torque_std=None,
+    regularization: float = 1e-8,
+    rank_tolerance: float = 1e-8,
+    max_nfev: int = 1000,
+    seed: int = 0,
+) -> IdentifiedRobot:
     """Identify a rigid-body robot's base parameters and joint friction from measured torques.
 
     The classical recipe (Gautier & Khalil; Swevers et al.): the joint-torque
@@ -630,8 +669,9 @@ def least_squares(dataset, robot, *, friction: str | None = "viscous+coulomb", f
     try:
         source = robot.pinocchio_model
     except AttributeError:
-        raise TypeError(f"robot must be a simulations.URDFRobot (anything with a pinocchio_model); "
-                        f"got {type(robot).__name__}") from None
+        raise TypeError(
+            f"robot must be a simulations.URDFRobot (anything with a pinocchio_model); got {type(robot).__name__}"
+        ) from None
     pin = _import_pinocchio()
     model = pin.Model(source)
     n = model.nv
@@ -639,8 +679,9 @@ def least_squares(dataset, robot, *, friction: str | None = "viscous+coulomb", f
     weights = _weights(torque_std, tau)
     extras = (("armature",) if armature else ()) + extras_friction + (("offset",) if fit_offset else ())
     columns = _Columns(n_links=model.njoints - 1, n_dof=n, extras=extras)
-    independent, projection = _base_structure(pin, model, columns, float(friction_velocity),
-                                              float(rank_tolerance), int(seed))
+    independent, projection = _base_structure(
+        pin, model, columns, float(friction_velocity), float(rank_tolerance), int(seed)
+    )
     regressor = _regressor(pin, model, columns, q, qd, qdd, float(friction_velocity))
     links = [model.inertias[i].toDynamicParameters() for i in range(1, model.njoints)]
     prior = np.concatenate([*links, np.zeros(columns.size - 10 * columns.n_links)])
@@ -648,24 +689,62 @@ def least_squares(dataset, robot, *, friction: str | None = "viscous+coulomb", f
     theta = _nearest(projection, base, prior)
     cost, success, message = 0.0, True, "linear least squares (numpy.linalg.lstsq)"
     if physical:
-        theta, result = _physical_solution(regressor, tau, weights, columns,
-                                           prior[:10 * columns.n_links].reshape(-1, 10),
-                                           theta[10 * columns.n_links:], float(regularization), int(max_nfev))
+        theta, result = _physical_solution(
+            regressor,
+            tau,
+            weights,
+            columns,
+            prior[: 10 * columns.n_links].reshape(-1, 10),
+            theta[10 * columns.n_links :],
+            float(regularization),
+            int(max_nfev),
+        )
         base = projection @ theta
         success, message = bool(result.status > 0), str(result.message)
     residual = np.einsum("nip,p->ni", regressor, theta) - tau
     cost = 0.5 * float(np.sum((residual * weights) ** 2))
-    return _assemble(pin, model, columns, theta, base, projection, independent, residual, tau,
-                     float(friction_velocity), fit_offset or bool(extras_friction), physical,
-                     dict(rank=len(independent), data_rank=data_rank, condition_number=condition,
-                          cost=cost, success=success, message=message))
+    return _assemble(
+        pin,
+        model,
+        columns,
+        theta,
+        base,
+        projection,
+        independent,
+        residual,
+        tau,
+        float(friction_velocity),
+        fit_offset or bool(extras_friction),
+        physical,
+        dict(
+            rank=len(independent),
+            data_rank=data_rank,
+            condition_number=condition,
+            cost=cost,
+            success=success,
+            message=message,
+        ),
+    )
 
 
-def _assemble(pin, model, columns: _Columns, theta, base, projection, independent, residual, tau, velocity,
-              has_friction, physical, fit) -> IdentifiedRobot:
+def _assemble(
+    pin,
+    model,
+    columns: _Columns,
+    theta,
+    base,
+    projection,
+    independent,
+    residual,
+    tau,
+    velocity,
+    has_friction,
+    physical,
+    fit,
+) -> IdentifiedRobot:
     """Load the parameters into the model copy and build the named result."""
     n, n_links = columns.n_dof, columns.n_links
-    links = theta[:10 * n_links].reshape(n_links, 10)
+    links = theta[: 10 * n_links].reshape(n_links, 10)
     for i in range(n_links):
         params = links[i]
         if params[0] == 0.0:  # FromDynamicParameters divides by the mass
@@ -675,20 +754,42 @@ def _assemble(pin, model, columns: _Columns, theta, base, projection, independen
     extra = {e: theta[columns.slice(e)].copy() for e in columns.extras}
     zeros = np.zeros(n)
     model.armature = extra.get("armature", zeros).copy()
-    friction = IdentifiedFriction(viscous=extra.get("viscous", zeros), coulomb=extra.get("coulomb", zeros),
-                                  offset=extra.get("offset", zeros), velocity=velocity) if has_friction else None
+    friction = (
+        IdentifiedFriction(
+            viscous=extra.get("viscous", zeros),
+            coulomb=extra.get("coulomb", zeros),
+            offset=extra.get("offset", zeros),
+            velocity=velocity,
+        )
+        if has_friction
+        else None
+    )
     names = tuple(f"{model.names[i + 1]}.{p}" for i in range(n_links) for p in _LINK_PARAMETERS) + tuple(
-        f"{model.names[j + 1]}.{e}" for e in columns.extras for j in range(n))
+        f"{model.names[j + 1]}.{e}" for e in columns.extras for j in range(n)
+    )
     mse = np.mean(residual**2, axis=0)
     variance = np.var(tau, axis=0)
-    statistics = FitStatistics(mse=mse, rmse=np.sqrt(mse),
-                               r_squared=np.where(variance > 0, 1.0 - mse / np.where(variance > 0, variance, 1.0),
-                                                  np.nan),
-                               n_samples=len(tau), **fit)
+    statistics = FitStatistics(
+        mse=mse,
+        rmse=np.sqrt(mse),
+        r_squared=np.where(variance > 0, 1.0 - mse / np.where(variance > 0, variance, 1.0), np.nan),
+        n_samples=len(tau),
+        **fit,
+    )
     angular = tuple(j.shortname().startswith(("JointModelR", "JointModelRevolute")) for j in model.joints[1:])
-    return IdentifiedRobot(n_dof=n, angular=angular, joint_names=tuple(model.names[1:]),
-                           link_names=tuple(model.names[1:]), link_parameters=links.copy(),
-                           armature=model.armature.copy(), friction=friction, base_parameters=np.asarray(base),
-                           base_names=tuple(names[i] for i in independent), parameter_names=names,
-                           base_projection=projection, statistics=statistics, physical=bool(physical),
-                           _model=model)
+    return IdentifiedRobot(
+        n_dof=n,
+        angular=angular,
+        joint_names=tuple(model.names[1:]),
+        link_names=tuple(model.names[1:]),
+        link_parameters=links.copy(),
+        armature=model.armature.copy(),
+        friction=friction,
+        base_parameters=np.asarray(base),
+        base_names=tuple(names[i] for i in independent),
+        parameter_names=names,
+        base_projection=projection,
+        statistics=statistics,
+        physical=bool(physical),
+        _model=model,
+    )

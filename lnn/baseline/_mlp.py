@@ -17,7 +17,6 @@ import numpy as np
 import tensorflow as tf
 
 from lnn import _validate
-
 from lnn._runtime import fast_caller
 
 __all__ = ["AccelerationMLP"]
@@ -50,8 +49,17 @@ class AccelerationMLP(keras.Model):
         Seed of the weight initialisation.
     """
 
-    def __init__(self, n_dof: int, *, hidden=(256, 256), activation: str = "softplus",
-                 angular=None, dtype="float32", seed=None, **kwargs):
+    def __init__(
+        self,
+        n_dof: int,
+        *,
+        hidden=(256, 256),
+        activation: str = "softplus",
+        angular=None,
+        dtype="float32",
+        seed=None,
+        **kwargs,
+    ):
         n_dof = _validate.positive("n_dof", n_dof, integer=True)
         hidden = tuple(int(h) for h in hidden)
         if not hidden or min(hidden) < 1:
@@ -68,11 +76,11 @@ class AccelerationMLP(keras.Model):
         self._angular = angular
         self.seed = seed
         init = keras.initializers.GlorotUniform(seed=seed)
-        self.hidden_layers = [keras.layers.Dense(h, activation=activation, kernel_initializer=init,
-                                                 dtype=dtype, name=f"hidden_{i}")
-                              for i, h in enumerate(hidden)]
-        self.output_layer = keras.layers.Dense(self.n_dof, kernel_initializer=init, dtype=dtype,
-                                               name="qdd")
+        self.hidden_layers = [
+            keras.layers.Dense(h, activation=activation, kernel_initializer=init, dtype=dtype, name=f"hidden_{i}")
+            for i, h in enumerate(hidden)
+        ]
+        self.output_layer = keras.layers.Dense(self.n_dof, kernel_initializer=init, dtype=dtype, name="qdd")
         n = self.n_dof
         self.q_mean = self.add_weight(shape=(n,), initializer="zeros", trainable=False, name="q_mean")
         self.q_std = self.add_weight(shape=(n,), initializer="ones", trainable=False, name="q_std")
@@ -89,12 +97,18 @@ class AccelerationMLP(keras.Model):
 
     def get_config(self) -> dict:
         """The constructor arguments (Keras serialisation)."""
-        return {"n_dof": self.n_dof, "hidden": list(self.hidden), "activation": self.activation,
-                "angular": list(self._angular), "dtype": self.dtype, "seed": self.seed,
-                "name": self.name}
+        return {
+            "n_dof": self.n_dof,
+            "hidden": list(self.hidden),
+            "activation": self.activation,
+            "angular": list(self._angular),
+            "dtype": self.dtype,
+            "seed": self.seed,
+            "name": self.name,
+        }
 
     @classmethod
-    def from_config(cls, config: dict) -> "AccelerationMLP":
+    def from_config(cls, config: dict) -> AccelerationMLP:
         """Rebuild from :meth:`get_config`."""
         config = dict(config)
         n_dof = config.pop("n_dof")
@@ -126,15 +140,17 @@ class AccelerationMLP(keras.Model):
     def call(self, inputs):
         """Accelerations: ``inputs = (q, qd)`` or ``(q, qd, tau)``, each ``(B, n)`` -> ``(B, n)``."""
         if not isinstance(inputs, (tuple, list)) or len(inputs) not in (2, 3):
-            raise ValueError("inputs must be a tuple (q, qd) or (q, qd, tau), got "
-                             f"{type(inputs).__name__}")
+            raise ValueError(f"inputs must be a tuple (q, qd) or (q, qd, tau), got {type(inputs).__name__}")
         dtype = tf.as_dtype(self.dtype)
         q, qd = (tf.cast(x, dtype) for x in inputs[:2])
-        tau = tf.cast(inputs[2], dtype) if len(inputs) == 3 and inputs[2] is not None \
-            else tf.zeros_like(qd)
+        tau = tf.cast(inputs[2], dtype) if len(inputs) == 3 and inputs[2] is not None else tf.zeros_like(qd)
         plain = (q - self.q_mean) / self.q_std
-        features = [tf.where(self._mask, tf.sin(q), plain), tf.where(self._mask, tf.cos(q), 0.0 * q),
-                    qd / self.qd_std, tau / self.tau_std]
+        features = [
+            tf.where(self._mask, tf.sin(q), plain),
+            tf.where(self._mask, tf.cos(q), 0.0 * q),
+            qd / self.qd_std,
+            tau / self.tau_std,
+        ]
         h = tf.concat(features, axis=-1)
         for layer in self.hidden_layers:
             h = layer(h)
@@ -157,11 +173,15 @@ class AccelerationMLP(keras.Model):
         tau = np.zeros_like(q) if tau is None else np.broadcast_to(self._check("tau", tau), q.shape)
         if self._compiled is None:
             spec = tf.TensorSpec([None, self.n_dof], tf.as_dtype(self.dtype))
-            self._compiled = fast_caller(tf.function(lambda a, b, c: self((a, b, c)),
-                                                     input_signature=[spec] * 3).get_concrete_function())
+            self._compiled = fast_caller(
+                tf.function(lambda a, b, c: self((a, b, c)), input_signature=[spec] * 3).get_concrete_function()
+            )
         dtype = np.dtype(self.dtype)
-        return self._compiled(tf.constant(q.astype(dtype)), tf.constant(qd.astype(dtype)),
-                              tf.constant(np.ascontiguousarray(tau, dtype=dtype)))
+        return self._compiled(
+            tf.constant(q.astype(dtype)),
+            tf.constant(qd.astype(dtype)),
+            tf.constant(np.ascontiguousarray(tau, dtype=dtype)),
+        )
 
     def numpy_acceleration(self, q, qd, tau=None) -> np.ndarray:
         """Predicted ``qdd`` as a float64 numpy array, shape ``(B, n)`` (the integrator's hot path)."""

@@ -31,6 +31,7 @@ __all__ = [
 
 # -- progress and terminal ---------------------------------------------------------------
 
+
 class ProgressBar:
     """A one-line progress bar on stderr, usable as ``progress(done, total)``.
 
@@ -68,8 +69,7 @@ class ProgressBar:
         elapsed = now - self._start
         eta = elapsed * (1 - fraction) / fraction if fraction > 0 else float("nan")
         bar = "#" * filled + "-" * (self.width - filled)
-        text = (f"\r{self.label} [{bar}] {fraction:6.1%} {_clock(elapsed)} elapsed, "
-                f"{_clock(eta)} left {message}")
+        text = f"\r{self.label} [{bar}] {fraction:6.1%} {_clock(elapsed)} elapsed, {_clock(eta)} left {message}"
         if interactive:
             self.stream.write(text[:200])
             if finished:
@@ -113,6 +113,7 @@ def import_tensorflow_quietly() -> None:
 
 # -- built-in systems ---------------------------------------------------------------------
 
+
 def add_system_arguments(parser, *, required: bool) -> None:
     """Add ``--system NAME`` and repeatable ``--param KEY=VALUE`` to ``parser``.
 
@@ -123,11 +124,14 @@ def add_system_arguments(parser, *, required: bool) -> None:
     required : bool, keyword-only
         Whether ``--system`` must be given.
     """
-    parser.add_argument("--system", required=required, metavar="NAME",
-                        help="built-in system (see `lnn systems`)")
-    parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                        help="system parameter as in `lnn simulate`, repeatable; lists are "
-                             "comma-separated, e.g. --param masses=1,2")
+    parser.add_argument("--system", required=required, metavar="NAME", help="built-in system (see `lnn systems`)")
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="system parameter as in `lnn simulate`, repeatable; lists are comma-separated, e.g. --param masses=1,2",
+    )
 
 
 def make_system(name: str, param_items: list[str] | None = None, params: dict | None = None):
@@ -164,6 +168,7 @@ def make_system(name: str, param_items: list[str] | None = None, params: dict | 
 
 # -- option values ------------------------------------------------------------------------
 
+
 def parse_params(items: list[str], factory=None) -> dict:
     """Parse ``KEY=VALUE`` strings into keyword parameters of a system.
 
@@ -190,8 +195,9 @@ def parse_params(items: list[str], factory=None) -> dict:
         if not sep or not key or not value.strip():
             raise ValueError(f"--param must look like KEY=VALUE; got {item!r}")
         if defaults and key not in defaults:
-            raise ValueError(f"unknown parameter {key!r} in --param {item!r}; the system's "
-                             f"parameters are: {', '.join(defaults)}")
+            raise ValueError(
+                f"unknown parameter {key!r} in --param {item!r}; the system's parameters are: {', '.join(defaults)}"
+            )
         if "," in value or isinstance(defaults.get(key), (list, tuple)):
             params[key] = [_scalar(v) for v in value.split(",") if v.strip()]
         else:
@@ -253,6 +259,7 @@ def parse_loss(text: str):
 
 # -- output files -------------------------------------------------------------------------
 
+
 def check_output(path: Path, *, force: bool, suffixes: tuple[str, ...]) -> Path:
     """Fail early if ``path`` has the wrong suffix, exists without ``force``, or has no directory.
 
@@ -292,9 +299,7 @@ def refuse_overwrite(*paths, force: bool) -> None:
         return
     for path in paths:
         if path and Path(path).exists():
-            raise FileExistsError(
-                f"refusing to overwrite existing file {str(path)!r}; pass --force to replace it"
-            )
+            raise FileExistsError(f"refusing to overwrite existing file {str(path)!r}; pass --force to replace it")
 
 
 def require_directory(path: Path) -> None:

@@ -11,14 +11,24 @@ def register(subparsers) -> None:
     p.add_argument("model", help="trained model (.keras)")
     p.add_argument("data", help="held-out dataset (.npz)")
     p.add_argument("--csv", default=None, help="also write the metrics table to this CSV file")
-    p.add_argument("--rollouts", type=int, default=40,
-                   help="number of held-out trajectories to roll out (default: 40; 0 for none)")
-    p.add_argument("--threshold", type=float, default=0.1,
-                   help="relative error that ends the valid prediction time (default: 0.1)")
-    p.add_argument("--energy-scale", type=float, default=None,
-                   help="normalisation of the energy error (default: max |V| on the data)")
-    p.add_argument("--rtol", type=float, default=1e-6,
-                   help="relative tolerance of the rollouts (default 1e-6; float32 models are noisy below)")
+    p.add_argument(
+        "--rollouts", type=int, default=40, help="number of held-out trajectories to roll out (default: 40; 0 for none)"
+    )
+    p.add_argument(
+        "--threshold", type=float, default=0.1, help="relative error that ends the valid prediction time (default: 0.1)"
+    )
+    p.add_argument(
+        "--energy-scale",
+        type=float,
+        default=None,
+        help="normalisation of the energy error (default: max |V| on the data)",
+    )
+    p.add_argument(
+        "--rtol",
+        type=float,
+        default=1e-6,
+        help="relative tolerance of the rollouts (default 1e-6; float32 models are noisy below)",
+    )
     p.add_argument("--atol", type=float, default=1e-8, help="absolute tolerance of the rollouts")
     p.add_argument("--force", action="store_true", help="overwrite an existing CSV file")
     p.set_defaults(func=run)
@@ -38,11 +48,17 @@ def run(args) -> int:
         try:
             true_system = make_system(data.system, params=data.parameters)
         except (ValueError, TypeError, ImportError) as exc:
-            print(f"note: true system {data.system!r} unavailable ({exc}); "
-                  "energy and mass-matrix errors are skipped")
-    table = metrics.evaluate(model, data, true_system=true_system, n_rollouts=args.rollouts,
-                             threshold=args.threshold, energy_scale=args.energy_scale,
-                             rtol=args.rtol, atol=args.atol)
+            print(f"note: true system {data.system!r} unavailable ({exc}); energy and mass-matrix errors are skipped")
+    table = metrics.evaluate(
+        model,
+        data,
+        true_system=true_system,
+        n_rollouts=args.rollouts,
+        threshold=args.threshold,
+        energy_scale=args.energy_scale,
+        rtol=args.rtol,
+        atol=args.atol,
+    )
     print(table.format())
     if args.csv:
         table.to_csv(args.csv, overwrite=args.force)

@@ -14,8 +14,7 @@ from pathlib import Path
 
 from lnn.cli._common import add_system_arguments, check_output, make_system
 
-KINDS = ("trajectory", "phase", "energy", "error", "mass-matrix", "potential", "torques",
-         "history", "animate", "paper")
+KINDS = ("trajectory", "phase", "energy", "error", "mass-matrix", "potential", "torques", "history", "animate", "paper")
 _FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
 _ANIMATION_SUFFIXES = (".gif", ".mp4")
 
@@ -23,30 +22,42 @@ _ANIMATION_SUFFIXES = (".gif", ".mp4")
 def register(subparsers) -> None:
     """Add the ``plot`` verb."""
     parser = subparsers.add_parser(
-        "plot", help="draw a figure or animation from rollout, trajectory, model or log files",
+        "plot",
+        help="draw a figure or animation from rollout, trajectory, model or log files",
         description=(
             "KIND and its INPUTs: trajectory / phase / paper: ROLLOUT.npz (or TRUE.npz "
             "[LEARNED.npz]); energy / error: ROLLOUT.npz... (one curve per file); "
             "mass-matrix / potential: MODEL.keras; torques: MODEL.keras ROLLOUT.npz; "
             "history: LOG.csv; animate: ROLLOUT.npz (or TRAJECTORY.npz), output .gif/.mp4. "
-            "The system comes from --system or from the metadata of an .npz input."))
+            "The system comes from --system or from the metadata of an .npz input."
+        ),
+    )
     parser.add_argument("kind", choices=KINDS, metavar="KIND", help=" | ".join(KINDS))
     parser.add_argument("inputs", nargs="+", metavar="INPUT", help=".npz, .keras or .csv files")
-    parser.add_argument("-o", "--output", required=True, metavar="FILE",
-                        help="output file (.png, .pdf, .svg; .gif or .mp4 for animate)")
+    parser.add_argument(
+        "-o", "--output", required=True, metavar="FILE", help="output file (.png, .pdf, .svg; .gif or .mp4 for animate)"
+    )
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     add_system_arguments(parser, required=False)
-    parser.add_argument("--coordinate", type=int, action="append", metavar="I",
-                        help="coordinate index to plot (0-based); repeatable")
-    parser.add_argument("--index", type=int, default=0, metavar="B",
-                        help="trajectory of the batch for torques and animate (default 0)")
-    parser.add_argument("--threshold", type=float, default=0.1,
-                        help="error level ending the valid prediction time (default 0.1)")
+    parser.add_argument(
+        "--coordinate", type=int, action="append", metavar="I", help="coordinate index to plot (0-based); repeatable"
+    )
+    parser.add_argument(
+        "--index", type=int, default=0, metavar="B", help="trajectory of the batch for torques and animate (default 0)"
+    )
+    parser.add_argument(
+        "--threshold", type=float, default=0.1, help="error level ending the valid prediction time (default 0.1)"
+    )
     parser.add_argument("--fps", type=float, default=25.0, help="animation frames per second")
-    parser.add_argument("--layout", choices=("overlay", "side-by-side"), default="overlay",
-                        help="animation layout (default overlay)")
-    parser.add_argument("--label", action="append", metavar="TEXT",
-                        help="legend label of each input for energy / error (default: file name)")
+    parser.add_argument(
+        "--layout", choices=("overlay", "side-by-side"), default="overlay", help="animation layout (default overlay)"
+    )
+    parser.add_argument(
+        "--label",
+        action="append",
+        metavar="TEXT",
+        help="legend label of each input for energy / error (default: file name)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -54,11 +65,11 @@ def register(subparsers) -> None:
 class _Inputs:
     """The inputs sorted by type, each with its path."""
 
-    pairs: list = field(default_factory=list)          # (path, RolloutPair)
-    trajectories: list = field(default_factory=list)   # (path, Trajectory)
-    models: list = field(default_factory=list)         # (path, model)
-    logs: list = field(default_factory=list)           # path
-    metadata: dict = field(default_factory=dict)       # of the first .npz
+    pairs: list = field(default_factory=list)  # (path, RolloutPair)
+    trajectories: list = field(default_factory=list)  # (path, Trajectory)
+    models: list = field(default_factory=list)  # (path, model)
+    logs: list = field(default_factory=list)  # path
+    metadata: dict = field(default_factory=dict)  # of the first .npz
 
 
 def _read_npz(path: Path):
@@ -75,8 +86,7 @@ def _read_npz(path: Path):
             errors.append(str(exc))
             if "is not an lnn" in str(exc) or "cannot read" in str(exc):
                 break
-    raise ValueError(f"{str(path)!r} is neither a rollout pair, a trajectory nor a dataset "
-                     f"file: {errors[-1]}")
+    raise ValueError(f"{str(path)!r} is neither a rollout pair, a trajectory nor a dataset file: {errors[-1]}")
 
 
 def _load(paths: list[str]) -> _Inputs:
@@ -97,11 +107,15 @@ def _load(paths: list[str]) -> _Inputs:
                 inputs.pairs.append((path, content))
                 metadata = content.metadata
             elif isinstance(content, Dataset):
-                metadata = {"system": content.system, "parameters": content.parameters,
-                            "angular": list(content.angular)}
+                metadata = {
+                    "system": content.system,
+                    "parameters": content.parameters,
+                    "angular": list(content.angular),
+                }
                 trajectory = content.as_trajectory()
-                inputs.trajectories.append((path, dataclasses.replace(
-                    trajectory, metadata={**trajectory.metadata, **metadata})))
+                inputs.trajectories.append(
+                    (path, dataclasses.replace(trajectory, metadata={**trajectory.metadata, **metadata}))
+                )
             else:
                 inputs.trajectories.append((path, content))
                 metadata = content.metadata
@@ -125,8 +139,9 @@ def _system(args, inputs: _Inputs, *, required: bool):
     if name:
         return make_system(name, args.param, dict(inputs.metadata.get("parameters") or {}))
     if required:
-        raise ValueError(f"plot {args.kind} needs the true system: pass --system NAME (no .npz "
-                         "input names one in its metadata)")
+        raise ValueError(
+            f"plot {args.kind} needs the true system: pass --system NAME (no .npz input names one in its metadata)"
+        )
     return None
 
 
@@ -139,23 +154,26 @@ def _pair(args, inputs: _Inputs):
         true = inputs.trajectories[0][1]
         learned = inputs.trajectories[1][1] if len(inputs.trajectories) > 1 else None
         return true, learned
-    raise ValueError(f"plot {args.kind} needs a rollout pair .npz (lnn rollout) or trajectory "
-                     f".npz files, got {args.inputs}")
+    raise ValueError(
+        f"plot {args.kind} needs a rollout pair .npz (lnn rollout) or trajectory .npz files, got {args.inputs}"
+    )
 
 
 def _labels(args, paths: list[Path]) -> list[str]:
     if args.label:
         if len(args.label) != len(paths):
-            raise ValueError(f"--label must be given once per input ({len(paths)}), got "
-                             f"{len(args.label)}: {args.label}")
+            raise ValueError(
+                f"--label must be given once per input ({len(paths)}), got {len(args.label)}: {args.label}"
+            )
         return list(args.label)
     return [path.stem for path in paths]
 
 
 def _model(args, inputs: _Inputs):
     if len(inputs.models) != 1:
-        raise ValueError(f"plot {args.kind} needs exactly one model .keras input, got "
-                         f"{len(inputs.models)} in {args.inputs}")
+        raise ValueError(
+            f"plot {args.kind} needs exactly one model .keras input, got {len(inputs.models)} in {args.inputs}"
+        )
     return inputs.models[0][1]
 
 
@@ -172,12 +190,17 @@ def _draw(args, inputs: _Inputs):
             return plot.phase_portraits(true, learned, coordinates=coordinates)
         if args.kind == "paper":
             if learned is None:
-                raise ValueError("plot paper needs a learned rollout: a rollout pair .npz or two "
-                                 "trajectory files")
-            return plot.paper_figure(true, learned, system=_system(args, inputs, required=False),
-                                     coordinates=coordinates, threshold=args.threshold)
-        return plot.animate(_system(args, inputs, required=True), true, learned,
-                            index=args.index, layout=args.layout, fps=args.fps)
+                raise ValueError("plot paper needs a learned rollout: a rollout pair .npz or two trajectory files")
+            return plot.paper_figure(
+                true,
+                learned,
+                system=_system(args, inputs, required=False),
+                coordinates=coordinates,
+                threshold=args.threshold,
+            )
+        return plot.animate(
+            _system(args, inputs, required=True), true, learned, index=args.index, layout=args.layout, fps=args.fps
+        )
     if args.kind in ("energy", "error"):
         return _compare(args, inputs)
     if args.kind == "history":
@@ -211,11 +234,15 @@ def _compare(args, inputs: _Inputs):
         learned = dict(zip(_labels(args, paths), (t for _, t in inputs.trajectories[1:])))
     elif inputs.trajectories and args.kind == "energy":
         paths = [path for path, _ in inputs.trajectories]
-        return plot.energy_error(dict(zip(_labels(args, paths), (t for _, t in inputs.trajectories))),
-                                 system=_system(args, inputs, required=False))
+        return plot.energy_error(
+            dict(zip(_labels(args, paths), (t for _, t in inputs.trajectories))),
+            system=_system(args, inputs, required=False),
+        )
     else:
-        raise ValueError(f"plot {args.kind} needs rollout pair .npz files (lnn rollout), or "
-                         f"trajectory files (for error: TRUE.npz LEARNED.npz...), got {args.inputs}")
+        raise ValueError(
+            f"plot {args.kind} needs rollout pair .npz files (lnn rollout), or "
+            f"trajectory files (for error: TRUE.npz LEARNED.npz...), got {args.inputs}"
+        )
     if args.kind == "error":
         return plot.rollout_error(reference, learned, threshold=args.threshold)
     system = _system(args, inputs, required=False)

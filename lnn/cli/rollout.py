@@ -20,23 +20,23 @@ def register(subparsers) -> None:
     from lnn.integrate import METHODS
 
     parser = subparsers.add_parser(
-        "rollout", help="roll out a learned model and the true system from the same initial states",
+        "rollout",
+        help="roll out a learned model and the true system from the same initial states",
         description="Integrate a learned model (.keras) and the true system from the same random "
-                    "initial states and write both trajectories to one .npz file for `lnn plot`.")
+        "initial states and write both trajectories to one .npz file for `lnn plot`.",
+    )
     parser.add_argument("model", metavar="MODEL", help="learned model file (.keras)")
     add_system_arguments(parser, required=True)
-    parser.add_argument("--trajectories", type=int, default=8, metavar="N",
-                        help="number of initial states (default 8)")
-    parser.add_argument("--duration", type=float, default=5.0, metavar="S",
-                        help="simulated time in seconds (default 5)")
-    parser.add_argument("--dt", type=float, default=0.01, metavar="DT",
-                        help="sampling interval in seconds (default 0.01)")
-    parser.add_argument("--seed", type=int, default=0, metavar="K",
-                        help="seed of the initial states (default 0)")
-    parser.add_argument("--method", choices=METHODS, default="DOP853",
-                        help="solve_ivp method (default DOP853)")
-    parser.add_argument("-o", "--output", required=True, metavar="FILE",
-                        help="output file (.npz)")
+    parser.add_argument("--trajectories", type=int, default=8, metavar="N", help="number of initial states (default 8)")
+    parser.add_argument(
+        "--duration", type=float, default=5.0, metavar="S", help="simulated time in seconds (default 5)"
+    )
+    parser.add_argument(
+        "--dt", type=float, default=0.01, metavar="DT", help="sampling interval in seconds (default 0.01)"
+    )
+    parser.add_argument("--seed", type=int, default=0, metavar="K", help="seed of the initial states (default 0)")
+    parser.add_argument("--method", choices=METHODS, default="DOP853", help="solve_ivp method (default DOP853)")
+    parser.add_argument("-o", "--output", required=True, metavar="FILE", help="output file (.npz)")
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     parser.set_defaults(func=run)
 
@@ -65,24 +65,30 @@ def run(args) -> int:
     system = make_system(args.system, args.param)
     model = lnn.load_model(args.model)
     if model.n_dof != system.n_dof:
-        raise ValueError(f"model {args.model!r} has n_dof={model.n_dof}, system {args.system!r} "
-                         f"has n_dof={system.n_dof}")
+        raise ValueError(
+            f"model {args.model!r} has n_dof={model.n_dof}, system {args.system!r} has n_dof={system.n_dof}"
+        )
     state = system.sample_state(args.trajectories, rng=args.seed)
     steps = int(round(args.duration / args.dt))
     t = np.arange(steps + 1) * args.dt
-    true = lnn.rollout(system, state.q, state.qd, t, method=args.method,
-                       progress=ProgressBar("true system  "))
-    learned = lnn.rollout(model, state.q, state.qd, t, method=args.method,
-                          progress=ProgressBar("learned model"))
+    true = lnn.rollout(system, state.q, state.qd, t, method=args.method, progress=ProgressBar("true system  "))
+    learned = lnn.rollout(model, state.q, state.qd, t, method=args.method, progress=ProgressBar("learned model"))
     metadata = {
-        "system": args.system, "parameters": system.parameters(),
-        "angular": [bool(a) for a in system.angular], "model": str(args.model),
-        "method": args.method, "seed": args.seed, "dt": args.dt,
-        "duration": float(t[-1]), "n_trajectories": args.trajectories,
+        "system": args.system,
+        "parameters": system.parameters(),
+        "angular": [bool(a) for a in system.angular],
+        "model": str(args.model),
+        "method": args.method,
+        "seed": args.seed,
+        "dt": args.dt,
+        "duration": float(t[-1]),
+        "n_trajectories": args.trajectories,
     }
     RolloutPair(true, learned, metadata).save(output, overwrite=args.force)
     error = rollout_error(learned, true, angular=system.angular)
-    print(f"wrote {output}: {args.trajectories} trajectories x {t.size} samples of {args.system}; "
-          f"relative error (geometric mean) {error.geometric_mean:.3g}, median valid "
-          f"prediction time {np.median(error.valid_time):.3g} s")
+    print(
+        f"wrote {output}: {args.trajectories} trajectories x {t.size} samples of {args.system}; "
+        f"relative error (geometric mean) {error.geometric_mean:.3g}, median valid "
+        f"prediction time {np.median(error.valid_time):.3g} s"
+    )
     return 0

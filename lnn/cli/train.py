@@ -46,7 +46,7 @@ def library_defaults(which: str) -> dict:
     args = function.args
     defaults = {}
     positional = args.posonlyargs + args.args
-    for arg, default in zip(positional[len(positional) - len(args.defaults):], args.defaults):
+    for arg, default in zip(positional[len(positional) - len(args.defaults) :], args.defaults):
         defaults[arg.arg] = default
     for arg, default in zip(args.kwonlyargs, args.kw_defaults):
         if default is not None:
@@ -68,53 +68,75 @@ def register(subparsers) -> None:
     """Add the ``train`` verb, its defaults those of ``LagrangianNetwork`` and ``lnn.fit``."""
     model, fit = library_defaults("model"), library_defaults("fit")
     p = subparsers.add_parser(
-        "train", help="train a Lagrangian network on a dataset (.npz)",
+        "train",
+        help="train a Lagrangian network on a dataset (.npz)",
         description="Train a Lagrangian network on a dataset and save it (.keras). Every default "
-                    "is the library's: LagrangianNetwork(n_dof, angular=...) and lnn.fit(model, "
-                    "data, ...).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        "is the library's: LagrangianNetwork(n_dof, angular=...) and lnn.fit(model, "
+        "data, ...).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     p.add_argument("data", help="dataset file written by `lnn simulate` / Dataset.save (.npz)")
     p.add_argument("-o", "--output", required=True, help="model file to write (.keras)")
-    p.add_argument("--kind", default=model["kind"],
-                   help="model structure, a registered kind: kinetic-potential, black-box, "
-                        "structured, ... (lnn.models.KINDS)")
-    p.add_argument("--hidden", default=_hidden_text(model["hidden"]),
-                   help="hidden widths, comma separated")
+    p.add_argument(
+        "--kind",
+        default=model["kind"],
+        help="model structure, a registered kind: kinetic-potential, black-box, structured, ... (lnn.models.KINDS)",
+    )
+    p.add_argument("--hidden", default=_hidden_text(model["hidden"]), help="hidden widths, comma separated")
     p.add_argument("--activation", default=model["activation"], help="hidden activation")
-    p.add_argument("--convex", action="store_true", default=model["convex"],
-                   help="input-convex kinetic network (kinetic-potential)")
-    p.add_argument("--damping", action="store_true", default=model["damping"],
-                   help="learn a viscous damping matrix")
+    p.add_argument(
+        "--convex",
+        action="store_true",
+        default=model["convex"],
+        help="input-convex kinetic network (kinetic-potential)",
+    )
+    p.add_argument("--damping", action="store_true", default=model["damping"], help="learn a viscous damping matrix")
     if "friction" in model:
-        p.add_argument("--friction", default=model["friction"],
-                       help="learned per-joint friction, e.g. viscous+coulomb")
-    p.add_argument("--dtype", default=model["dtype"], choices=("float32", "float64"),
-                   help="weights and computations")
-    p.add_argument("--loss", default=fit["loss"],
-                   help="loss term or weighted terms, e.g. 'acceleration' or 'torque=1,energy=0.1'; "
-                        "auto: lnn.train.default_loss ('acceleration' for unforced data, 'torque' "
-                        "for data with torques, plus 'acceleration' for the structured kind)")
-    p.add_argument("--epochs", type=int, default=fit["epochs"],
-                   help="passes over the data (None: 100 without --time-limit, else until it)")
+        p.add_argument("--friction", default=model["friction"], help="learned per-joint friction, e.g. viscous+coulomb")
+    p.add_argument("--dtype", default=model["dtype"], choices=("float32", "float64"), help="weights and computations")
+    p.add_argument(
+        "--loss",
+        default=fit["loss"],
+        help="loss term or weighted terms, e.g. 'acceleration' or 'torque=1,energy=0.1'; "
+        "auto: lnn.train.default_loss ('acceleration' for unforced data, 'torque' "
+        "for data with torques, plus 'acceleration' for the structured kind)",
+    )
+    p.add_argument(
+        "--epochs",
+        type=int,
+        default=fit["epochs"],
+        help="passes over the data (None: 100 without --time-limit, else until it)",
+    )
     p.add_argument("--batch-size", type=int, default=fit["batch_size"], help="global batch size")
     p.add_argument("--lr", type=float, default=fit["learning_rate"], help="peak learning rate")
-    p.add_argument("--schedule", default=fit["schedule"], choices=("cosine", "exponential", "constant"),
-                   help="learning-rate schedule")
-    p.add_argument("--patience", type=int, default=fit["patience"],
-                   help="early stopping patience (epochs)")
-    p.add_argument("--init", default=fit["initialization"], choices=("cranmer",),
-                   help="LNN initialisation of Cranmer et al.")
-    p.add_argument("--time-limit", type=float, default=fit["time_limit"],
-                   help="wall-time budget in seconds")
-    p.add_argument("--seed", type=int, default=fit["seed"],
-                   help="seed of the data split and shuffling (fit) and of the initial weights")
-    p.add_argument("--validation", type=float, default=fit["validation"],
-                   help="fraction of trajectories held out for validation (0 for none)")
-    p.add_argument("--checkpoint-dir", default=fit["checkpoint_dir"],
-                   help="save checkpoints there and resume from them")
+    p.add_argument(
+        "--schedule",
+        default=fit["schedule"],
+        choices=("cosine", "exponential", "constant"),
+        help="learning-rate schedule",
+    )
+    p.add_argument("--patience", type=int, default=fit["patience"], help="early stopping patience (epochs)")
+    p.add_argument(
+        "--init", default=fit["initialization"], choices=("cranmer",), help="LNN initialisation of Cranmer et al."
+    )
+    p.add_argument("--time-limit", type=float, default=fit["time_limit"], help="wall-time budget in seconds")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=fit["seed"],
+        help="seed of the data split and shuffling (fit) and of the initial weights",
+    )
+    p.add_argument(
+        "--validation",
+        type=float,
+        default=fit["validation"],
+        help="fraction of trajectories held out for validation (0 for none)",
+    )
+    p.add_argument(
+        "--checkpoint-dir", default=fit["checkpoint_dir"], help="save checkpoints there and resume from them"
+    )
     p.add_argument("--csv-log", default=fit["csv_log"], help="write per-epoch losses to this CSV file")
-    p.add_argument("--tensorboard-dir", default=fit["tensorboard_dir"],
-                   help="write TensorBoard scalars there")
+    p.add_argument("--tensorboard-dir", default=fit["tensorboard_dir"], help="write TensorBoard scalars there")
     p.add_argument("--force", action="store_true", help="overwrite existing output files")
     p.set_defaults(func=run)
 
@@ -137,23 +159,44 @@ def run(args) -> int:
 
     data = Dataset.load(args.data)
     extra = {"friction": args.friction} if getattr(args, "friction", None) is not None else {}
-    model = LagrangianNetwork(data.n_dof, kind=args.kind, hidden=parse_hidden(args.hidden),
-                              activation=args.activation, angular=data.angular,
-                              damping=args.damping, convex=args.convex, dtype=args.dtype,
-                              seed=args.seed, **extra)
+    model = LagrangianNetwork(
+        data.n_dof,
+        kind=args.kind,
+        hidden=parse_hidden(args.hidden),
+        activation=args.activation,
+        angular=data.angular,
+        damping=args.damping,
+        convex=args.convex,
+        dtype=args.dtype,
+        seed=args.seed,
+        **extra,
+    )
     loss = default_loss(data, model) if args.loss.strip() == "auto" else parse_loss(args.loss)
-    history = fit(model, data, loss=loss, epochs=args.epochs,
-                  batch_size=args.batch_size, learning_rate=args.lr,
-                  validation=args.validation if args.validation > 0 else None, seed=args.seed,
-                  time_limit=args.time_limit, checkpoint_dir=args.checkpoint_dir,
-                  schedule=args.schedule, patience=args.patience, initialization=args.init,
-                  csv_log=args.csv_log, tensorboard_dir=args.tensorboard_dir,
-                  progress=ProgressBar("train", stream=sys.stderr))
+    history = fit(
+        model,
+        data,
+        loss=loss,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        learning_rate=args.lr,
+        validation=args.validation if args.validation > 0 else None,
+        seed=args.seed,
+        time_limit=args.time_limit,
+        checkpoint_dir=args.checkpoint_dir,
+        schedule=args.schedule,
+        patience=args.patience,
+        initialization=args.init,
+        csv_log=args.csv_log,
+        tensorboard_dir=args.tensorboard_dir,
+        progress=ProgressBar("train", stream=sys.stderr),
+    )
     model.save(str(output))
     monitored = "validation" if history.validation else "training"
-    print(f"trained {args.kind} model on {len(data)} samples of {data.system or 'unnamed system'}: "
-          f"{len(history.epoch)} epochs in {history.time[-1] if len(history.time) else 0.0:.1f} s "
-          f"(stopped: {history.stopped_reason})")
+    print(
+        f"trained {args.kind} model on {len(data)} samples of {data.system or 'unnamed system'}: "
+        f"{len(history.epoch)} epochs in {history.time[-1] if len(history.time) else 0.0:.1f} s "
+        f"(stopped: {history.stopped_reason})"
+    )
     for term, values in history.train.items():
         line = f"  {term:<16s} train {values[-1]:.4g}"
         if term in history.validation:

@@ -25,13 +25,27 @@ A new kind is one module defining a :class:`Kind` subclass decorated with
 :func:`register_kind` (and, to be built in, one import line below).
 """
 
-from lnn.models.registry import KINDS, Kind, NumpyKind, Terms, kind_names, register_kind
-from lnn.models import black_box, kinetic_potential, structured  # noqa: F401  (register the kinds)
-from lnn.models import rigid_body  # noqa: F401  (registers "rigid-body")
+from lnn.models import (  # noqa: F401  (register the kinds)
+    black_box,
+    kinetic_potential,
+    rigid_body,  # noqa: F401  (registers "rigid-body")
+    structured,
+)
 from lnn.models.chain import RigidBodyChain
 from lnn.models.features import FeatureMap
 from lnn.models.network import LagrangianNetwork
+from lnn.models.registry import KINDS, Kind, NumpyKind, Terms, kind_names, register_kind
 from lnn.models.saving import load_model
 
-__all__ = ["FeatureMap", "RigidBodyChain", "KINDS", "Kind", "LagrangianNetwork", "NumpyKind", "Terms", "kind_names",
-           "load_model", "register_kind"]
+__all__ = [
+    "FeatureMap",
+    "RigidBodyChain",
+    "KINDS",
+    "Kind",
+    "LagrangianNetwork",
+    "NumpyKind",
+    "Terms",
+    "kind_names",
+    "load_model",
+    "register_kind",
+]

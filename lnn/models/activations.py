@@ -18,7 +18,7 @@ the softplus).
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -49,6 +49,7 @@ class Activation:
 
 
 # -- softplus: s = log(1 + e^z), s' = sigmoid(z), s'' = s'(1 - s') ---------------------
+
 
 def _softplus_tf(z, value=True, curvature=True):
     # e = exp(-|z|) gives all three; log (not log1p): its argument lies in [1, 2], so the
@@ -87,6 +88,7 @@ def _softplus_np(z, value=True, curvature=True):
 
 # -- tanh: s' = 1 - s^2, s'' = -2 s s' ----------------------------------------------------
 
+
 def _tanh_tf(z, value=True, curvature=True):
     t = tf.math.tanh(z)
     slope = 1.0 - t * t
@@ -100,6 +102,7 @@ def _tanh_np(z, value=True, curvature=True):
 
 
 # -- sigmoid: s' = s(1 - s), s'' = s'(1 - 2 s) --------------------------------------------
+
 
 def _sigmoid_tf(z, value=True, curvature=True):
     s = tf.math.sigmoid(z)
@@ -115,6 +118,7 @@ def _sigmoid_np(z, value=True, curvature=True):
 
 # -- swish: s = z sigmoid(z) ------------------------------------------------------------
 
+
 def _swish_tf(z, value=True, curvature=True):
     g = tf.math.sigmoid(z)
     dg = g * (1.0 - g)
@@ -129,7 +133,8 @@ def _swish_np(z, value=True, curvature=True):
 
 #: name -> :class:`Activation` (TensorFlow and numpy forms of ``s, s', s''``).
 ACTIVATIONS: dict[str, Activation] = {
-    a.name: a for a in (
+    a.name: a
+    for a in (
         Activation("softplus", tf.math.softplus, _softplus_tf, _softplus_np),
         Activation("tanh", tf.math.tanh, _tanh_tf, _tanh_np),
         Activation("sigmoid", tf.math.sigmoid, _sigmoid_tf, _sigmoid_np),

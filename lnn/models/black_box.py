@@ -25,10 +25,18 @@ class BlackBox(Kind):
     def build(self, *, n_features, seeds, options):
         """The Lagrangian MLP (convex in ``qd`` at initialisation with ``convex_init``)."""
         m = self.model
-        m.lagrangian_net = MLP(n_features, m.n_dof, options["hidden"], 1, seed=int(seeds[0]),
-                               name="lagrangian", activation=options["activation"],
-                               dtype=options["dtype"], output_bias=False,
-                               convex_init=options["convex_init"])
+        m.lagrangian_net = MLP(
+            n_features,
+            m.n_dof,
+            options["hidden"],
+            1,
+            seed=int(seeds[0]),
+            name="lagrangian",
+            activation=options["activation"],
+            dtype=options["dtype"],
+            output_bias=False,
+            convex_init=options["convex_init"],
+        )
 
     def lagrangian(self, q, qd):
         """``L = MLP(x, qd / s)``."""
@@ -49,8 +57,7 @@ class BlackBox(Kind):
 
     def terms(self, q, qd, *, hessian, mixed, grad_q):
         """Closed form (:func:`lnn.models.scalar.scalar_terms`)."""
-        return scalar_terms(self.model, self.model.lagrangian_net, q, qd, hessian=hessian,
-                            mixed=mixed, grad_q=grad_q)
+        return scalar_terms(self.model, self.model.lagrangian_net, q, qd, hessian=hessian, mixed=mixed, grad_q=grad_q)
 
     def numpy(self, fold):
         """:class:`lnn.models.scalar.NumpyScalar` of ``L``."""

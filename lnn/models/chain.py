@@ -27,11 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from lnn.inertia import (log_cholesky_to_parameters, parameters_of_pseudo_inertia, parameters_to_log_cholesky,
-                         pseudo_inertia)
+from lnn.inertia import (
+    log_cholesky_to_parameters,
+    parameters_of_pseudo_inertia,
+    parameters_to_log_cholesky,
+    pseudo_inertia,
+)
 
-__all__ = ["RigidBodyChain", "from_log_cholesky", "log_cholesky", "pseudo_inertia",
-           "standard_parameters"]
+__all__ = ["RigidBodyChain", "from_log_cholesky", "log_cholesky", "pseudo_inertia", "standard_parameters"]
+
 
 def standard_parameters(J) -> np.ndarray:
     """The standard parameters ``pi (..., 10)`` of a pseudo-inertia ``J (..., 4, 4)``."""
@@ -113,13 +117,18 @@ class RigidBodyChain:
         for i, p in enumerate(parents):
             if not -1 <= p < i:
                 raise ValueError(f"joint {i}'s parent must be -1 (the base) or an earlier joint; got {p}")
-        shapes = {"rotations": (n, 3, 3), "translations": (n, 3), "axes": (n, 3), "inertias": (n, 10),
-                  "armature": (n,), "gravity": (3,)}
+        shapes = {
+            "rotations": (n, 3, 3),
+            "translations": (n, 3),
+            "axes": (n, 3),
+            "inertias": (n, 10),
+            "armature": (n,),
+            "gravity": (3,),
+        }
         for name, shape in shapes.items():
             value = np.array(getattr(self, name), dtype=np.float64)
             if value.shape != shape or not np.isfinite(value).all():
-                raise ValueError(f"RigidBodyChain.{name} must be finite with shape {shape}; got "
-                                 f"shape {value.shape}")
+                raise ValueError(f"RigidBodyChain.{name} must be finite with shape {shape}; got shape {value.shape}")
             value.setflags(write=False)
             object.__setattr__(self, name, value)
         axes = self.axes / np.linalg.norm(self.axes, axis=-1, keepdims=True)
@@ -145,25 +154,34 @@ class RigidBodyChain:
         """True for the revolute joints."""
         return tuple(not p for p in self.prismatic)
 
-    def with_parameters(self, *, inertias=None, armature=None) -> "RigidBodyChain":
+    def with_parameters(self, *, inertias=None, armature=None) -> RigidBodyChain:
         """A copy with other inertial parameters ``(n, 10)`` and/or armature ``(n,)``."""
-        return dataclasses.replace(self, inertias=self.inertias if inertias is None else inertias,
-                                   armature=self.armature if armature is None else armature)
+        return dataclasses.replace(
+            self,
+            inertias=self.inertias if inertias is None else inertias,
+            armature=self.armature if armature is None else armature,
+        )
 
     # -- serialisation -------------------------------------------------------------
     def to_dict(self) -> dict:
         """JSON-serialisable fields (lists), for a model's config."""
-        return {f.name: (getattr(self, f.name).tolist() if isinstance(getattr(self, f.name), np.ndarray)
-                         else list(getattr(self, f.name))) for f in dataclasses.fields(self)}
+        return {
+            f.name: (
+                getattr(self, f.name).tolist()
+                if isinstance(getattr(self, f.name), np.ndarray)
+                else list(getattr(self, f.name))
+            )
+            for f in dataclasses.fields(self)
+        }
 
     @classmethod
-    def from_dict(cls, data: dict) -> "RigidBodyChain":
+    def from_dict(cls, data: dict) -> RigidBodyChain:
         """Rebuild from :meth:`to_dict`."""
         return cls(**{key: data[key] for key in (f.name for f in dataclasses.fields(cls)) if key in data})
 
     # -- constructors -------------------------------------------------------------
     @classmethod
-    def from_pinocchio(cls, model) -> "RigidBodyChain":
+    def from_pinocchio(cls, model) -> RigidBodyChain:
         """The chain of a Pinocchio ``Model`` of one-degree-of-freedom joints.
 
         Reads ``parents``, ``jointPlacements``, the joint types (``RX/RY/RZ``,
@@ -179,8 +197,10 @@ class RigidBodyChain:
         for i in range(1, model.njoints):
             joint, name = model.joints[i], model.names[i]
             if joint.nq != 1 or joint.nv != 1:
-                raise ValueError(f"rigid-body chains take one-degree-of-freedom joints; joint {name!r} "
-                                 f"is {joint.shortname()} (nq={joint.nq}, nv={joint.nv})")
+                raise ValueError(
+                    f"rigid-body chains take one-degree-of-freedom joints; joint {name!r} "
+                    f"is {joint.shortname()} (nq={joint.nq}, nv={joint.nv})"
+                )
             joint_type = joint.shortname()
             parents.append(int(model.parents[i]) - 1)
             placement = model.jointPlacements[i]
@@ -189,12 +209,20 @@ class RigidBodyChain:
             axes.append(_axis(joint, joint_type, name))
             prismatic.append(joint_type.startswith("JointModelP"))
             inertias.append(np.array(model.inertias[i].toDynamicParameters()))
-        return cls(parents=parents, rotations=rotations, translations=translations, axes=axes,
-                   prismatic=prismatic, inertias=inertias, armature=np.array(model.armature),
-                   gravity=np.array(model.gravity.linear), names=tuple(model.names[1:]))
+        return cls(
+            parents=parents,
+            rotations=rotations,
+            translations=translations,
+            axes=axes,
+            prismatic=prismatic,
+            inertias=inertias,
+            armature=np.array(model.armature),
+            gravity=np.array(model.gravity.linear),
+            names=tuple(model.names[1:]),
+        )
 
     @classmethod
-    def from_system(cls, system: Any) -> "RigidBodyChain":
+    def from_system(cls, system: Any) -> RigidBodyChain:
         """The chain of a ground-truth system: a URDF robot or a planar arm.
 
         Parameters
@@ -218,26 +246,43 @@ class RigidBodyChain:
         if model is not None:
             return cls.from_pinocchio(model)
         if all(hasattr(system, a) for a in ("masses", "lengths", "g")):
-            return cls._planar_arm(np.asarray(system.masses, float), np.asarray(system.lengths, float),
-                                   float(system.g))
-        raise TypeError("a rigid-body prior must be a RigidBodyChain, a URDF robot (with a Pinocchio "
-                        f"model) or a planar arm (masses, lengths, g); got {type(system).__name__}")
+            return cls._planar_arm(np.asarray(system.masses, float), np.asarray(system.lengths, float), float(system.g))
+        raise TypeError(
+            "a rigid-body prior must be a RigidBodyChain, a URDF robot (with a Pinocchio "
+            f"model) or a planar arm (masses, lengths, g); got {type(system).__name__}"
+        )
 
     @classmethod
-    def _planar_arm(cls, masses, lengths, g) -> "RigidBodyChain":
+    def _planar_arm(cls, masses, lengths, g) -> RigidBodyChain:
         n = len(masses)
         inertias = []
         for m, l in zip(masses, lengths):
             c = np.array([0.0, -0.5 * l, 0.0])
             rod = m * l * l / 12.0
             about_origin = np.diag([rod, 0.0, rod]) + m * (c @ c * np.eye(3) - np.outer(c, c))
-            inertias.append([m, *(m * c), about_origin[0, 0], about_origin[0, 1], about_origin[1, 1],
-                             about_origin[0, 2], about_origin[1, 2], about_origin[2, 2]])
+            inertias.append(
+                [
+                    m,
+                    *(m * c),
+                    about_origin[0, 0],
+                    about_origin[0, 1],
+                    about_origin[1, 1],
+                    about_origin[0, 2],
+                    about_origin[1, 2],
+                    about_origin[2, 2],
+                ]
+            )
         translations = [np.zeros(3)] + [np.array([0.0, -lengths[i], 0.0]) for i in range(n - 1)]
-        return cls(parents=tuple(range(-1, n - 1)), rotations=np.tile(np.eye(3), (n, 1, 1)),
-                   translations=translations, axes=np.tile([0.0, 0.0, 1.0], (n, 1)),
-                   prismatic=(False,) * n, inertias=inertias, armature=np.zeros(n),
-                   gravity=np.array([0.0, -g, 0.0]))
+        return cls(
+            parents=tuple(range(-1, n - 1)),
+            rotations=np.tile(np.eye(3), (n, 1, 1)),
+            translations=translations,
+            axes=np.tile([0.0, 0.0, 1.0], (n, 1)),
+            prismatic=(False,) * n,
+            inertias=inertias,
+            armature=np.zeros(n),
+            gravity=np.array([0.0, -g, 0.0]),
+        )
 
 
 def _axis(joint, joint_type: str, name: str) -> np.ndarray:

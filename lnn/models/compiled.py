@@ -85,8 +85,9 @@ class CompiledOp:
         self._graph = _runtime.fast_caller(self.graph_function.get_concrete_function())
         self.xla_function = None
         if xla:
-            self.xla_function = tf.function(_runtime.xla_body(xla_body or body), input_signature=spec,
-                                            autograph=False, jit_compile=xla_body is None)
+            self.xla_function = tf.function(
+                _runtime.xla_body(xla_body or body), input_signature=spec, autograph=False, jit_compile=xla_body is None
+            )
         self._xla = None  # the fast caller of the XLA form, built by the worker
         self.calls: dict[int, int] = {}
         self.ready: set[int] = set()
@@ -149,7 +150,7 @@ class CompiledOp:
 
 # ----------------------------------------------------------------------------- the worker
 
-_JOBS: "queue.Queue" = queue.Queue()
+_JOBS: queue.Queue = queue.Queue()
 _WORKER: list = []
 _LOCK = threading.Lock()
 

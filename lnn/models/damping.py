@@ -32,11 +32,11 @@ class ViscousDamping:
     def __init__(self, model) -> None:
         n, dtype = model.n_dof, model.dtype
         self._scatter = tril_scatter(n, dtype)
-        model.damping_diag = model.add_weight(name="damping_diag", shape=(n,), initializer="zeros",
-                                              dtype=dtype)
+        model.damping_diag = model.add_weight(name="damping_diag", shape=(n,), initializer="zeros", dtype=dtype)
         model.damping_diag.assign(np.full(n, np.log(np.expm1(self.INITIAL)), dtype=dtype))
-        model.damping_lower = model.add_weight(name="damping_lower", shape=(n * (n - 1) // 2,),
-                                               initializer="zeros", dtype=dtype)
+        model.damping_lower = model.add_weight(
+            name="damping_lower", shape=(n * (n - 1) // 2,), initializer="zeros", dtype=dtype
+        )
         self.model = model
 
     def matrix(self):

@@ -69,7 +69,7 @@ class InputMap:
     order: np.ndarray | None
 
     @classmethod
-    def from_angular(cls, angular, dtype) -> "InputMap":
+    def from_angular(cls, angular, dtype) -> InputMap:
         """The layout for ``angular`` (``n`` bools) in ``dtype``."""
         angular = np.asarray(angular, bool)
         n = angular.size
@@ -90,8 +90,7 @@ class InputMap:
         if lin.size and ang.size:
             order = np.zeros((n, n))
             order[np.arange(n), np.concatenate([lin, ang])] = 1.0
-        return cls(n, lin, ang, select.astype(dtype),
-                   None if order is None else order.astype(dtype))
+        return cls(n, lin, ang, select.astype(dtype), None if order is None else order.astype(dtype))
 
     @property
     def n_features(self) -> int:
@@ -105,8 +104,8 @@ class InputMap:
         a = np.zeros((self.n, self.n_features), s.dtype)
         b_sin, b_cos = np.zeros_like(a), np.zeros_like(a)
         a[self.lin] = s[:n_lin]
-        b_sin[self.ang] = s[n_lin:n_lin + n_ang]
-        b_cos[self.ang] = s[n_lin + n_ang:]
+        b_sin[self.ang] = s[n_lin : n_lin + n_ang]
+        b_cos[self.ang] = s[n_lin + n_ang :]
         return FeatureMap(a, b_sin, b_cos, off, np.asarray(qd_scale))
 
     # -- numpy -----------------------------------------------------------------------
@@ -114,9 +113,9 @@ class InputMap:
         """``(S, c)`` of ``x = r @ S + c`` for the scaling ``q_mean, q_std (n,)``."""
         q_mean, q_std = np.asarray(q_mean, np.float64), np.asarray(q_std, np.float64)
         rows = np.ones(self.select.shape[0])
-        rows[:self.lin.size] = 1.0 / q_std[self.lin]
+        rows[: self.lin.size] = 1.0 / q_std[self.lin]
         s = self.select.astype(np.float64) * rows[:, None]
-        offset = -(q_mean[self.lin] / q_std[self.lin]) @ self.select[:self.lin.size].astype(np.float64)
+        offset = -(q_mean[self.lin] / q_std[self.lin]) @ self.select[: self.lin.size].astype(np.float64)
         return s, offset
 
     def basis_np(self, q):
@@ -149,7 +148,7 @@ class InputMap:
         if s is None:
             return g
         n_lin, n_ang = self.lin.size, self.ang.size
-        g_ang = c * g[:, n_lin:n_lin + n_ang] - s * g[:, n_lin + n_ang:]
+        g_ang = c * g[:, n_lin : n_lin + n_ang] - s * g[:, n_lin + n_ang :]
         return ops.reorder(self, g[:, :n_lin], g_ang) if n_lin else g_ang
 
     # -- TensorFlow --------------------------------------------------------------------
@@ -160,8 +159,7 @@ class InputMap:
         inv = 1.0 / tf.gather(q_std, self.lin)
         rows = tf.concat([inv, tf.ones(2 * self.ang.size, inv.dtype)], axis=0)
         s = self.select * rows[:, None]
-        offset = -tf.linalg.matvec(self.select[:self.lin.size], tf.gather(q_mean, self.lin) * inv,
-                                   transpose_a=True)
+        offset = -tf.linalg.matvec(self.select[: self.lin.size], tf.gather(q_mean, self.lin) * inv, transpose_a=True)
         return s, offset
 
     def basis_tf(self, q):
@@ -200,8 +198,7 @@ class _Ops:
 
 
 _NUMPY = _Ops(lambda x, i: x[:, i], lambda xs: np.concatenate(xs, axis=1), np.sin, np.cos, _reorder_np)
-_TENSORFLOW = _Ops(lambda x, i: tf.gather(x, i, axis=1), lambda xs: tf.concat(xs, axis=1), tf.sin,
-                   tf.cos, _reorder_tf)
+_TENSORFLOW = _Ops(lambda x, i: tf.gather(x, i, axis=1), lambda xs: tf.concat(xs, axis=1), tf.sin, tf.cos, _reorder_tf)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -224,7 +221,7 @@ class Features:
     inputs: InputMap
 
     @classmethod
-    def of(cls, inputs: InputMap, q, q_mean, q_std) -> "Features":
+    def of(cls, inputs: InputMap, q, q_mean, q_std) -> Features:
         """Features of ``q (B, n)`` with the scaling variables ``q_mean, q_std (n,)``."""
         s_mat, offset = inputs.affine_tf(q_mean, q_std)
         r, sin, cos = inputs.basis_tf(q)

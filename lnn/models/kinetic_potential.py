@@ -40,9 +40,17 @@ class KineticPotential(Kind):
         """The kinetic MLP (convex in ``qd`` at initialisation with ``convex_init``) and the potential MLP."""
         m, hidden = self.model, options["hidden"]
         scalar = dict(activation=options["activation"], dtype=options["dtype"], output_bias=False)
-        m.kinetic_net = MLP(n_features, m.n_dof, hidden, 1, nonnegative=options["convex"],
-                            seed=int(seeds[0]), name="kinetic", convex_init=options["convex_init"],
-                            **scalar)
+        m.kinetic_net = MLP(
+            n_features,
+            m.n_dof,
+            hidden,
+            1,
+            nonnegative=options["convex"],
+            seed=int(seeds[0]),
+            name="kinetic",
+            convex_init=options["convex_init"],
+            **scalar,
+        )
         m.potential_net = MLP(n_features, 0, hidden, 1, seed=int(seeds[1]), name="potential", **scalar)
 
     @property
@@ -79,11 +87,19 @@ class KineticPotential(Kind):
     def terms(self, q, qd, *, hessian, mixed, grad_q):
         """Closed form (:func:`lnn.models.scalar.scalar_terms`)."""
         m = self.model
-        return scalar_terms(m, m.kinetic_net, q, qd, potential=m.potential_net,
-                            epsilon=self._epsilon, hessian=hessian, mixed=mixed, grad_q=grad_q)
+        return scalar_terms(
+            m,
+            m.kinetic_net,
+            q,
+            qd,
+            potential=m.potential_net,
+            epsilon=self._epsilon,
+            hessian=hessian,
+            mixed=mixed,
+            grad_q=grad_q,
+        )
 
     def numpy(self, fold):
         """:class:`lnn.models.scalar.NumpyScalar` of ``T`` and ``V``."""
         m = self.model
-        return NumpyScalar(fold(m.kinetic_net), fold(m.potential_net), self._epsilon,
-                           m.input_map, m.numpy_dtype)
+        return NumpyScalar(fold(m.kinetic_net), fold(m.potential_net), self._epsilon, m.input_map, m.numpy_dtype)

@@ -96,10 +96,20 @@ class MLP(keras.layers.Layer):
         weight receives a gradient from a loss on ``qdd``).
     """
 
-    def __init__(self, n_features: int, n_velocity: int, hidden, n_out: int, *,
-                 activation: str = "softplus", nonnegative: bool = False,
-                 seed: int | None = None, convex_init: bool = False, output_bias: bool = True,
-                 **kwargs) -> None:
+    def __init__(
+        self,
+        n_features: int,
+        n_velocity: int,
+        hidden,
+        n_out: int,
+        *,
+        activation: str = "softplus",
+        nonnegative: bool = False,
+        seed: int | None = None,
+        convex_init: bool = False,
+        output_bias: bool = True,
+        **kwargs,
+    ) -> None:
         super().__init__(**kwargs)
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
@@ -121,19 +131,22 @@ class MLP(keras.layers.Layer):
         dtype = self.dtype_policy.variable_dtype
 
         def weight(name, shape, values, trainable=True):
-            var = self.add_weight(name=name, shape=shape, initializer="zeros",
-                                  dtype=dtype, trainable=trainable)
+            var = self.add_weight(name=name, shape=shape, initializer="zeros", dtype=dtype, trainable=trainable)
             var.assign(np.asarray(values, dtype=dtype))
             return var
 
         h1 = hidden[0]
         fan_in = self.n_features + self.n_velocity
-        self.w_x = (weight("w_x", (self.n_features, h1),
-                           rng.normal(0.0, 1.0 / np.sqrt(fan_in), (self.n_features, h1)))
-                    if self.n_features else None)
-        self.w_v = (weight("w_v", (self.n_velocity, h1),
-                           rng.normal(0.0, 1.0 / np.sqrt(fan_in), (self.n_velocity, h1)))
-                    if self.n_velocity else None)
+        self.w_x = (
+            weight("w_x", (self.n_features, h1), rng.normal(0.0, 1.0 / np.sqrt(fan_in), (self.n_features, h1)))
+            if self.n_features
+            else None
+        )
+        self.w_v = (
+            weight("w_v", (self.n_velocity, h1), rng.normal(0.0, 1.0 / np.sqrt(fan_in), (self.n_velocity, h1)))
+            if self.n_velocity
+            else None
+        )
         self.b_1 = weight("b_1", (h1,), np.zeros(h1))
         self._raw_kernels = []
         self._biases = []
@@ -182,11 +195,17 @@ class MLP(keras.layers.Layer):
     def get_config(self) -> dict:
         """Constructor arguments (Keras serialisation)."""
         config = super().get_config()
-        config.update(n_features=self.n_features, n_velocity=self.n_velocity,
-                      hidden=list(self.hidden), n_out=self.n_out,
-                      activation=self.activation_name, nonnegative=self.nonnegative,
-                      seed=self.seed, convex_init=self.convex_init,
-                      output_bias=self.output_bias)
+        config.update(
+            n_features=self.n_features,
+            n_velocity=self.n_velocity,
+            hidden=list(self.hidden),
+            n_out=self.n_out,
+            activation=self.activation_name,
+            nonnegative=self.nonnegative,
+            seed=self.seed,
+            convex_init=self.convex_init,
+            output_bias=self.output_bias,
+        )
         return config
 
     # -- evaluation ------------------------------------------------------
@@ -382,8 +401,9 @@ class NumpyNet:
     activation: str
 
     @classmethod
-    def fold(cls, layers, n_features: int, r_to_x: np.ndarray, x_offset: np.ndarray,
-             qd_scale: np.ndarray, dtype) -> "NumpyNet":
+    def fold(
+        cls, layers, n_features: int, r_to_x: np.ndarray, x_offset: np.ndarray, qd_scale: np.ndarray, dtype
+    ) -> NumpyNet:
         """Fold ``x = r @ r_to_x + x_offset`` and ``qd / qd_scale`` into layer 1 of ``layers``.
 
         Parameters
@@ -402,11 +422,14 @@ class NumpyNet:
         w_v = np.asarray(first.kernel[n_features:], np.float64)
         w_qd = w_v / qd_scale[:, None] if w_v.shape[0] else None
         cast = lambda a: np.ascontiguousarray(a, dtype=dtype)  # noqa: E731
-        return cls(w_r=cast(r_to_x @ w_x), w_qd=None if w_qd is None else cast(w_qd),
-                   b_1=cast(np.asarray(first.bias, np.float64) + x_offset @ w_x),
-                   kernels=tuple(cast(layer.kernel) for layer in layers[1:]),
-                   biases=tuple(cast(layer.bias) for layer in layers[1:]),
-                   activation=first.activation)
+        return cls(
+            w_r=cast(r_to_x @ w_x),
+            w_qd=None if w_qd is None else cast(w_qd),
+            b_1=cast(np.asarray(first.bias, np.float64) + x_offset @ w_x),
+            kernels=tuple(cast(layer.kernel) for layer in layers[1:]),
+            biases=tuple(cast(layer.bias) for layer in layers[1:]),
+            activation=first.activation,
+        )
 
     def forward(self, r, qd, *, output: bool = True, curvature: bool = True):
         """The output and the hidden layers' ``s'(z_l)``, ``s''(z_l)``.

@@ -29,8 +29,8 @@ from lnn import _validate, mechanics
 from lnn.mechanics import MassMatrixHealth, PowerBalance
 from lnn.models.activations import ACTIVATIONS
 from lnn.models.compiled import CompiledOp
-from lnn.models.forces import FORCES, FRICTION_VELOCITY, friction_names
 from lnn.models.features import FeatureMap, Features, InputMap
+from lnn.models.forces import FORCES, FRICTION_VELOCITY, friction_names
 from lnn.models.mlp import MLPLayer, NumpyNet
 from lnn.models.registry import KINDS
 
@@ -64,23 +64,23 @@ def _check_options(kind, activation, convex, convex_init, epsilon, prior=None, r
         raise ValueError(f"kind must be one of {tuple(KINDS)}, got {kind!r}")
     if (prior is not None or residual) and not KINDS[kind].takes_prior:
         prior_kinds = [k for k, c in KINDS.items() if c.takes_prior]
-        raise ValueError(f"prior= and residual= apply to kind {' or '.join(map(repr, prior_kinds))} only, "
-                         f"got kind {kind!r}")
+        raise ValueError(
+            f"prior= and residual= apply to kind {' or '.join(map(repr, prior_kinds))} only, got kind {kind!r}"
+        )
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
     cls = KINDS[kind]
     if convex and not cls.convex:
         convex_kinds = [k for k, c in KINDS.items() if c.convex]
-        raise ValueError(f"convex=True applies to kind {' or '.join(map(repr, convex_kinds))} only, "
-                         f"got kind {kind!r}")
+        raise ValueError(f"convex=True applies to kind {' or '.join(map(repr, convex_kinds))} only, got kind {kind!r}")
     if convex and activation != "softplus":
-        raise ValueError("convex=True needs a convex non-decreasing activation: use "
-                         f"activation='softplus', got {activation!r}")
+        raise ValueError(
+            f"convex=True needs a convex non-decreasing activation: use activation='softplus', got {activation!r}"
+        )
     if convex_init is None:
         convex_init = activation == "softplus"
     if convex_init and activation != "softplus":
-        raise ValueError("convex_init=True needs a convex activation: use activation='softplus', "
-                         f"got {activation!r}")
+        raise ValueError(f"convex_init=True needs a convex activation: use activation='softplus', got {activation!r}")
     if not (float(epsilon) >= 0.0):
         raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
     return cls, bool(convex_init)
@@ -153,15 +153,30 @@ class LagrangianNetwork(keras.Model):
         As given (``angular`` as a tuple of ``n_dof`` bools).
     """
 
-    def __init__(self, n_dof: int, *, kind: str = "kinetic-potential", hidden=(128, 128),
-                 activation: str = "softplus", angular=None, damping: bool = False,
-                 friction: str | None = None, friction_velocity: float = FRICTION_VELOCITY,
-                 convex: bool = False, epsilon: float = 1e-4, dtype: str = "float32",
-                 seed: int | None = None, convex_init: bool | None = None, xla: bool = True,
-                 prior=None, residual: bool = False, name: str | None = None, **kwargs) -> None:
+    def __init__(
+        self,
+        n_dof: int,
+        *,
+        kind: str = "kinetic-potential",
+        hidden=(128, 128),
+        activation: str = "softplus",
+        angular=None,
+        damping: bool = False,
+        friction: str | None = None,
+        friction_velocity: float = FRICTION_VELOCITY,
+        convex: bool = False,
+        epsilon: float = 1e-4,
+        dtype: str = "float32",
+        seed: int | None = None,
+        convex_init: bool | None = None,
+        xla: bool = True,
+        prior=None,
+        residual: bool = False,
+        name: str | None = None,
+        **kwargs,
+    ) -> None:
         n_dof = _validate.positive("n_dof", n_dof, integer=True)
-        kind_cls, convex_init = _check_options(kind, activation, convex, convex_init, epsilon, prior,
-                                               residual)
+        kind_cls, convex_init = _check_options(kind, activation, convex, convex_init, epsilon, prior, residual)
         hidden = _hidden_widths(hidden)
         angular = _angular_flags(angular, n_dof)
         force_terms = (("damping",) if damping else ()) + friction_names(friction)
@@ -181,8 +196,7 @@ class LagrangianNetwork(keras.Model):
         object.__setattr__(self, "_functions", {})
 
         def stat(name, value):
-            var = self.add_weight(name=name, shape=(n_dof,), initializer="zeros", dtype=dtype,
-                                  trainable=False)
+            var = self.add_weight(name=name, shape=(n_dof,), initializer="zeros", dtype=dtype, trainable=False)
             var.assign(np.full(n_dof, value, dtype=dtype))
             return var
 
@@ -190,12 +204,22 @@ class LagrangianNetwork(keras.Model):
         self.qd_std, self.qdd_std = stat("qd_std", 1.0), stat("qdd_std", 1.0)
         object.__setattr__(self, "kind_model", kind_cls(self))
         seeds = np.random.SeedSequence(seed).generate_state(4)
-        self.kind_model.build(n_features=self.input_map.n_features, seeds=seeds, options=dict(
-            hidden=hidden, activation=activation, dtype=dtype, convex=self.convex,
-            convex_init=convex_init, epsilon=self.epsilon, prior=prior, residual=bool(residual)))
+        self.kind_model.build(
+            n_features=self.input_map.n_features,
+            seeds=seeds,
+            options=dict(
+                hidden=hidden,
+                activation=activation,
+                dtype=dtype,
+                convex=self.convex,
+                convex_init=convex_init,
+                epsilon=self.epsilon,
+                prior=prior,
+                residual=bool(residual),
+            ),
+        )
         object.__setattr__(self, "forces", tuple(FORCES[name](self) for name in force_terms))
-        object.__setattr__(self, "damping_force",
-                           self.forces[0].viscous if self.damping else None)
+        object.__setattr__(self, "damping_force", self.forces[0].viscous if self.damping else None)
         self.built = True
 
     # -- configuration -------------------------------------------------------------
@@ -211,16 +235,27 @@ class LagrangianNetwork(keras.Model):
 
     def get_config(self) -> dict:
         """Constructor arguments (Keras serialisation)."""
-        return dict(**self.kind_model.config(), n_dof=self.n_dof, kind=self.kind,
-                    hidden=list(self.hidden),
-                    activation=self.activation_name, angular=list(self._angular),
-                    damping=self.damping, friction=self.friction_terms,
-                    friction_velocity=self.friction_velocity, convex=self.convex, epsilon=self.epsilon,
-                    dtype=self.dtype, seed=self.seed, convex_init=self.convex_init, xla=self.xla,
-                    name=self.name)
+        return dict(
+            **self.kind_model.config(),
+            n_dof=self.n_dof,
+            kind=self.kind,
+            hidden=list(self.hidden),
+            activation=self.activation_name,
+            angular=list(self._angular),
+            damping=self.damping,
+            friction=self.friction_terms,
+            friction_velocity=self.friction_velocity,
+            convex=self.convex,
+            epsilon=self.epsilon,
+            dtype=self.dtype,
+            seed=self.seed,
+            convex_init=self.convex_init,
+            xla=self.xla,
+            name=self.name,
+        )
 
     @classmethod
-    def from_config(cls, config: dict) -> "LagrangianNetwork":
+    def from_config(cls, config: dict) -> LagrangianNetwork:
         """Rebuild from :meth:`get_config`."""
         config = dict(config)
         dtype = config.pop("dtype", "float32")
@@ -230,8 +265,7 @@ class LagrangianNetwork(keras.Model):
 
     def feature_map(self) -> FeatureMap:
         """The input map of the networks as numpy arrays (see :class:`lnn.models.FeatureMap`)."""
-        return self.input_map.feature_map(np.asarray(self.q_mean), np.asarray(self.q_std),
-                                          np.asarray(self.qd_std))
+        return self.input_map.feature_map(np.asarray(self.q_mean), np.asarray(self.q_std), np.asarray(self.qd_std))
 
     def mlp_layers(self) -> dict[str, list[MLPLayer]]:
         """Effective layers of every network, for re-implementations.
@@ -354,8 +388,7 @@ class LagrangianNetwork(keras.Model):
         """
         force = self._generalized_force(q, qd, tau)
         force = tf.zeros_like(q) if force is None else force
-        return mechanics._acceleration_body(self.kind_model.tape_lagrangian(), q, qd, force,
-                                            "reverse", None)
+        return mechanics._acceleration_body(self.kind_model.tape_lagrangian(), q, qd, force, "reverse", None)
 
     def _inverse_dynamics_graph(self, q, qd, qdd):
         mass, rhs = self._euler_lagrange(q, qd)
@@ -384,14 +417,15 @@ class LagrangianNetwork(keras.Model):
         qd_scale = np.asarray(self.qd_std, np.float64)
 
         def fold(net):
-            return NumpyNet.fold(net.layers(), inputs.n_features, s, offset, qd_scale,
-                                 self._np_dtype)
+            return NumpyNet.fold(net.layers(), inputs.n_features, s, offset, qd_scale, self._np_dtype)
+
         return self.kind_model.numpy(fold)
 
     # -- compiled dispatch ---------------------------------------------------------------
     #: op -> (graph method, number of (B, n) inputs, XLA form allowed).
     _OPS = {
-        "lagrangian": ("_lagrangian", 2, False), "kinetic_energy": ("_kinetic", 2, False),
+        "lagrangian": ("_lagrangian", 2, False),
+        "kinetic_energy": ("_kinetic", 2, False),
         "potential_energy": ("_potential", 1, False),
         "mass_matrix": ("_mass_matrix_graph", 2, True),
         "acceleration": ("_acceleration_graph", 3, True),
@@ -414,23 +448,28 @@ class LagrangianNetwork(keras.Model):
         if op.startswith("acceleration_jacobian"):
             xla = xla and self.kind_model.xla_jacobian
         elif op.startswith("acceleration"):
+
             def graph(q, qd, tau=None):
                 return mechanics.solve_cholesky(*self._linear_system(q, qd, tau), regularize)
 
         def body(x):  # one packed input, split here (mechanics.pack_columns)
-            return graph(*[x[:, i * n:(i + 1) * n] for i in range(n_args)])
+            return graph(*[x[:, i * n : (i + 1) * n] for i in range(n_args)])
 
         xla_body = None
-        if xla and op.startswith("acceleration") and not op.startswith("acceleration_jacobian") \
-                and n > mechanics.UNROLLED_CHOLESKY_MAX_N:
+        if (
+            xla
+            and op.startswith("acceleration")
+            and not op.startswith("acceleration_jacobian")
+            and n > mechanics.UNROLLED_CHOLESKY_MAX_N
+        ):
             # XLA's CPU Cholesky is slow: the linear system under XLA, TensorFlow's Cholesky outside.
             system = tf.function(self._linear_system, jit_compile=True, autograph=False)
 
             def xla_body(x):
-                parts = [x[:, i * n:(i + 1) * n] for i in range(n_args)]
+                parts = [x[:, i * n : (i + 1) * n] for i in range(n_args)]
                 return mechanics.solve_cholesky(*system(*parts), regularize)
-        fn = CompiledOp(body, width=n_args * n, dtype=self._tf_dtype, xla=self.xla and xla,
-                        xla_body=xla_body)
+
+        fn = CompiledOp(body, width=n_args * n, dtype=self._tf_dtype, xla=self.xla and xla, xla_body=xla_body)
         self._functions[key] = fn
         return fn
 
@@ -532,8 +571,7 @@ class LagrangianNetwork(keras.Model):
         if x is not None:  # the hot path of scripts and integrators, as in _dispatch
             return self._compiled_op("mass_matrix")(x)
         if qd is None:
-            qd = (tf.zeros_like(q) if isinstance(q, tf.Tensor)
-                  else np.zeros_like(np.asarray(q, float)))
+            qd = tf.zeros_like(q) if isinstance(q, tf.Tensor) else np.zeros_like(np.asarray(q, float))
         return self._dispatch("mass_matrix", self._mass_matrix_graph, ("q", "qd"), q, qd)
 
     def acceleration(self, q, qd, tau=None, *, regularize: float | None = None):
@@ -559,8 +597,7 @@ class LagrangianNetwork(keras.Model):
             not positive definite and the smallest eigenvalue.
         """
         # The hot path of integrators and scripts, written out (no closures): see _dispatch.
-        x = mechanics.packed_plain((q, qd) if tau is None else (q, qd, tau), self._np_dtype,
-                                   self._tf_dtype, self.n_dof)
+        x = mechanics.packed_plain((q, qd) if tau is None else (q, qd, tau), self._np_dtype, self._tf_dtype, self.n_dof)
         op = "acceleration_free" if tau is None else "acceleration"
         shift = None if regularize is None else float(regularize)
         single = False
@@ -580,8 +617,9 @@ class LagrangianNetwork(keras.Model):
             packed = mechanics.pack_columns(args, self._tf_dtype)
         # The full call: a failed Cholesky or a non-finite result is explained (raises).
         n2 = 2 * self.n_dof
-        qdd = mechanics.call_checked(self._compiled_op(op, shift), (packed,),
-                                     lambda: self._compiled_op("mass_matrix")(packed[:, :n2]), shift)
+        qdd = mechanics.call_checked(
+            self._compiled_op(op, shift), (packed,), lambda: self._compiled_op("mass_matrix")(packed[:, :n2]), shift
+        )
         return qdd[0] if single else qdd
 
     # -- fast numpy inference (lnn.fast) ----------------------------------------------------
@@ -652,8 +690,7 @@ class LagrangianNetwork(keras.Model):
         tensor, shape ``(B, n)`` (``(n,)`` for a single state)
             The generalized force that produces ``qdd``.
         """
-        return self._dispatch("inverse_dynamics", self._inverse_dynamics_graph,
-                              ("q", "qd", "qdd"), q, qd, qdd)
+        return self._dispatch("inverse_dynamics", self._inverse_dynamics_graph, ("q", "qd", "qdd"), q, qd, qdd)
 
     def energy(self, q, qd):
         """Energy ``E = qd . dL/dqd - L``.
@@ -700,8 +737,9 @@ class LagrangianNetwork(keras.Model):
         qdd = self.acceleration(q_arr, qd_arr, tau).numpy()
         force = np.zeros_like(qd_arr) if tau is None else np.atleast_2d(np.asarray(tau, np.float64))
         if self.forces:
-            force = force + np.asarray(self._force_graph(tf.constant(q_arr, self.dtype),
-                                                         tf.constant(qd_arr, self.dtype)), np.float64)
+            force = force + np.asarray(
+                self._force_graph(tf.constant(q_arr, self.dtype), tf.constant(qd_arr, self.dtype)), np.float64
+            )
         return mechanics.power_balance(self._lagrangian, q_arr, qd_arr, qdd, force, dtype=self.dtype)
 
     def mass_matrix_health(self, q, qd=None) -> MassMatrixHealth:
@@ -723,14 +761,16 @@ class LagrangianNetwork(keras.Model):
     # -- the parts of the inverse dynamics, and typed copies --------------------------------
     # inverse_dynamics = M qdd + coriolis(q, qd) + gravity(q) + friction_torque(qd), with the
     # gauge of every built-in kind: T(q, 0) = 0 and V(q) = -L(q, 0) the potential.
-    _OPS = {**_OPS, "gravity": ("_gravity_graph", 1, True),
-            "coriolis": ("_coriolis_graph", 2, True),
-            "friction_torque": ("_friction_torque_graph", 1, True)}
+    _OPS = {
+        **_OPS,
+        "gravity": ("_gravity_graph", 1, True),
+        "coriolis": ("_coriolis_graph", 2, True),
+        "friction_torque": ("_friction_torque_graph", 1, True),
+    }
 
     def _grad_q_at_rest(self, q):
         """``dL/dq (q, 0) = -dV/dq``, shape ``(B, n)``."""
-        return self.kind_model.terms(q, tf.zeros_like(q), hessian=False, mixed=False,
-                                     grad_q=True).grad_q
+        return self.kind_model.terms(q, tf.zeros_like(q), hessian=False, mixed=False, grad_q=True).grad_q
 
     def _gravity_graph(self, q):
         return -self._grad_q_at_rest(q)
@@ -811,7 +851,7 @@ class LagrangianNetwork(keras.Model):
         """
         return self.friction_torque(qd)
 
-    def astype(self, dtype: str) -> "LagrangianNetwork":
+    def astype(self, dtype: str) -> LagrangianNetwork:
         """A copy of this model in ``dtype``: same configuration, weights and input scaling, cast.
 
         For evaluation at tight tolerances (scipy's solvers on a float64
@@ -837,10 +877,11 @@ class LagrangianNetwork(keras.Model):
         if len(mine) != len(theirs):
             raise RuntimeError(f"the {dtype} copy has {len(theirs)} variables, the model {len(mine)}")
         for source, target in zip(mine, theirs):
-            if tuple(source.shape) != tuple(target.shape) or \
-                    source.path.split("/")[-1] != target.path.split("/")[-1]:
-                raise RuntimeError(f"variable {source.path} {tuple(source.shape)} does not match "
-                                   f"{target.path} {tuple(target.shape)} of the {dtype} copy")
+            if tuple(source.shape) != tuple(target.shape) or source.path.split("/")[-1] != target.path.split("/")[-1]:
+                raise RuntimeError(
+                    f"variable {source.path} {tuple(source.shape)} does not match "
+                    f"{target.path} {tuple(target.shape)} of the {dtype} copy"
+                )
             target.assign(np.asarray(source.numpy(), dtype=np.dtype(dtype)))
         return copy
 
@@ -853,12 +894,12 @@ class LagrangianNetwork(keras.Model):
         tensor, shape ``(B, n)``
         """
         if not isinstance(inputs, (tuple, list)) or len(inputs) not in (2, 3):
-            raise ValueError("inputs must be a tuple (q, qd) or (q, qd, tau), got "
-                             f"{type(inputs).__name__} of length "
-                             f"{len(inputs) if isinstance(inputs, (tuple, list)) else 'n/a'}")
+            raise ValueError(
+                "inputs must be a tuple (q, qd) or (q, qd, tau), got "
+                f"{type(inputs).__name__} of length "
+                f"{len(inputs) if isinstance(inputs, (tuple, list)) else 'n/a'}"
+            )
         dtype = tf.as_dtype(self.dtype)
         q, qd = (tf.cast(x, dtype) for x in inputs[:2])
         tau = tf.cast(inputs[2], dtype) if len(inputs) == 3 and inputs[2] is not None else None
         return self._acceleration_graph(q, qd, tau)
-
-

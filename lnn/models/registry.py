@@ -169,8 +169,7 @@ class Kind:
         mass = mix = None
         if hessian or mixed:
             mass, gq, mix = mechanics._dynamics_terms(fn, q, qd, "reverse")
-        return Terms(value, gq if grad_q else None, gqd, mass if hessian else None,
-                     mix if mixed else None)
+        return Terms(value, gq if grad_q else None, gqd, mass if hessian else None, mix if mixed else None)
 
     def mass_matrix(self, q, qd):
         """``M``, shape ``(B, n, n)``."""
@@ -208,16 +207,28 @@ def register_kind(cls: type) -> type:
     ValueError
         If another kind holds that name.
     """
-    if not (isinstance(cls, type) and issubclass(cls, Kind)) or not cls.name:
-        raise TypeError(f"a model kind must be a named lnn.models.Kind subclass, got {cls!r}")
-    other = KINDS.get(cls.name)
+    return register_named(KINDS, cls, base=Kind, what="model kind")
+
+
+def register_named(table: dict, cls: type, *, base: type, what: str) -> type:
+    """Put a named subclass of ``base`` into ``table`` under ``cls.name`` (the registries' one rule).
+
+    Raises
+    ------
+    TypeError
+        If ``cls`` is not a named ``base`` subclass.
+    ValueError
+        If another class holds that name.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, base)) or not cls.name:
+        raise TypeError(f"a {what} must be a named {base.__module__}.{base.__qualname__} subclass, got {cls!r}")
+    other = table.get(cls.name)
     if other is not None and other is not cls:
-        raise ValueError(f"model kind {cls.name!r} is already registered ({other.__module__}.{other.__qualname__})")
-    KINDS[cls.name] = cls
+        raise ValueError(f"{what} {cls.name!r} is already registered ({other.__module__}.{other.__qualname__})")
+    table[cls.name] = cls
     return cls
 
 
 def kind_names() -> tuple[str, ...]:
     """The registered kinds' names."""
     return tuple(KINDS)
-

@@ -75,19 +75,20 @@ class RigidBody(Kind):
         m = self.model
         prior = options.get("prior")
         if prior is None:
-            raise ValueError("kind 'rigid-body' needs prior=: a RigidBodyChain, a URDF robot or a planar "
-                             "arm (e.g. LagrangianNetwork(n, kind='rigid-body', prior=simulations.panda()))")
+            raise ValueError(
+                "kind 'rigid-body' needs prior=: a RigidBodyChain, a URDF robot or a planar "
+                "arm (e.g. LagrangianNetwork(n, kind='rigid-body', prior=simulations.panda()))"
+            )
         chain = RigidBodyChain.from_dict(prior) if isinstance(prior, dict) else RigidBodyChain.from_system(prior)
         if chain.n_dof != m.n_dof:
-            raise ValueError(f"the prior has {chain.n_dof} joints ({', '.join(chain.names)}); the model "
-                             f"has n_dof = {m.n_dof}")
+            raise ValueError(
+                f"the prior has {chain.n_dof} joints ({', '.join(chain.names)}); the model has n_dof = {m.n_dof}"
+            )
         self.chain0, self.residual = chain, bool(options.get("residual", False))
         dtype = options["dtype"]
         n = m.n_dof
-        m.rigid_body_inertia = m.add_weight(name="rigid_body_inertia", shape=(n, 10),
-                                            initializer="zeros", dtype=dtype)
-        m.rigid_body_armature = m.add_weight(name="rigid_body_armature", shape=(n,),
-                                             initializer="zeros", dtype=dtype)
+        m.rigid_body_inertia = m.add_weight(name="rigid_body_inertia", shape=(n, 10), initializer="zeros", dtype=dtype)
+        m.rigid_body_armature = m.add_weight(name="rigid_body_armature", shape=(n,), initializer="zeros", dtype=dtype)
         self.assign(chain.inertias, chain.armature)
         c = lambda x: tf.constant(np.asarray(x), dtype=dtype)  # noqa: E731
         self._rotations = [c(r) for r in chain.rotations]
@@ -98,10 +99,19 @@ class RigidBody(Kind):
         self._gravity = c(chain.gravity)
         if self.residual:
             common = dict(activation=options["activation"], dtype=dtype)
-            m.residual_net = MLP(n_features, 0, options["hidden"], n * (n + 1) // 2,
-                                 seed=int(seeds[0]), name="residual", **common)
-            m.residual_potential_net = MLP(n_features, 0, options["hidden"], 1, seed=int(seeds[1]),
-                                           name="residual_potential", output_bias=False, **common)
+            m.residual_net = MLP(
+                n_features, 0, options["hidden"], n * (n + 1) // 2, seed=int(seeds[0]), name="residual", **common
+            )
+            m.residual_potential_net = MLP(
+                n_features,
+                0,
+                options["hidden"],
+                1,
+                seed=int(seeds[1]),
+                name="residual_potential",
+                output_bias=False,
+                **common,
+            )
             for net in (m.residual_net, m.residual_potential_net):
                 net._raw_kernels[-1].assign(RESIDUAL_INIT * np.asarray(net._raw_kernels[-1]))
             self._scatter = tril_scatter(n, dtype)
@@ -132,10 +142,12 @@ class RigidBody(Kind):
         zero = tf.zeros((n,), theta.dtype)
         one = tf.ones((n,), theta.dtype)
         ed = tf.exp(d)
-        rows = [tf.stack([ed[:, 0], s[:, 0], s[:, 2], t[:, 0]], -1),
-                tf.stack([zero, ed[:, 1], s[:, 1], t[:, 1]], -1),
-                tf.stack([zero, zero, ed[:, 2], t[:, 2]], -1),
-                tf.stack([zero, zero, zero, one], -1)]
+        rows = [
+            tf.stack([ed[:, 0], s[:, 0], s[:, 2], t[:, 0]], -1),
+            tf.stack([zero, ed[:, 1], s[:, 1], t[:, 1]], -1),
+            tf.stack([zero, zero, ed[:, 2], t[:, 2]], -1),
+            tf.stack([zero, zero, zero, one], -1),
+        ]
         U = tf.exp(alpha)[:, None, None] * tf.stack(rows, -2)
         return tf.matmul(U, U, transpose_b=True)
 
@@ -147,7 +159,8 @@ class RigidBody(Kind):
         """The chain with the current (learned) inertias and armature."""
         return self.chain0.with_parameters(
             inertias=standard_parameters(np.asarray(self.pseudo_inertias(), np.float64)),
-            armature=np.asarray(self.armature(), np.float64))
+            armature=np.asarray(self.armature(), np.float64),
+        )
 
     # -- kinematics ------------------------------------------------------------------
     def _bodies(self, q, qd=None):
@@ -165,7 +178,7 @@ class RigidBody(Kind):
             p = p_p + tf.linalg.matvec(R_p, p_rel)
             v = w = zeros
             if qd is not None:
-                rate = qd[:, i:i + 1] * self._axes[i]
+                rate = qd[:, i : i + 1] * self._axes[i]
                 w = tf.linalg.matvec(R_rel, w_p, transpose_a=True)
                 v = tf.linalg.matvec(R_rel, v_p + _cross(w_p, p_rel), transpose_a=True)
                 if self.chain0.prismatic[i]:
@@ -182,10 +195,8 @@ class RigidBody(Kind):
         t = 0.5 * tf.reduce_sum(self.armature() * qd * qd, axis=-1)
         for i, (_, _, v, w) in enumerate(self._bodies(q, qd)):
             mass, h, sigma = J[i, 3, 3], J[i, :3, 3], J[i, :3, :3]
-            rot = tf.linalg.trace(sigma) * tf.reduce_sum(w * w, -1) \
-                - tf.reduce_sum(w * tf.linalg.matvec(sigma, w), -1)
-            t = t + 0.5 * mass * tf.reduce_sum(v * v, -1) + tf.reduce_sum(v * _cross(w, h[None]), -1) \
-                + 0.5 * rot
+            rot = tf.linalg.trace(sigma) * tf.reduce_sum(w * w, -1) - tf.reduce_sum(w * tf.linalg.matvec(sigma, w), -1)
+            t = t + 0.5 * mass * tf.reduce_sum(v * v, -1) + tf.reduce_sum(v * _cross(w, h[None]), -1) + 0.5 * rot
         return t + self._residual_kinetic(q, qd) if self.residual else t
 
     # -- the residual Lagrangian -------------------------------------------------------
@@ -242,11 +253,10 @@ class RigidBody(Kind):
             else:
                 w_p, dw_p, a_p = frames[parent][2:]
             axis = self._axes[i]
-            rate, accel = qd[:, i:i + 1] * axis, qdd[:, i:i + 1] * axis
+            rate, accel = qd[:, i : i + 1] * axis, qdd[:, i : i + 1] * axis
             w = tf.linalg.matvec(R_rel, w_p, transpose_a=True)
             dw = tf.linalg.matvec(R_rel, dw_p, transpose_a=True)
-            a = tf.linalg.matvec(R_rel, a_p + _cross(dw_p, p_rel) + _cross(w_p, _cross(w_p, p_rel)),
-                                 transpose_a=True)
+            a = tf.linalg.matvec(R_rel, a_p + _cross(dw_p, p_rel) + _cross(w_p, _cross(w_p, p_rel)), transpose_a=True)
             if chain.prismatic[i]:
                 a = a + 2.0 * _cross(w, rate) + accel
             else:
@@ -256,8 +266,7 @@ class RigidBody(Kind):
             mass, h, sigma = J[i, 3, 3], J[i, :3, 3], J[i, :3, :3]
             inertia = tf.linalg.trace(sigma) * tf.eye(3, dtype=q.dtype) - sigma
             force = mass * a + _cross(dw, h) + _cross(w, _cross(w, h))
-            moment = tf.linalg.matvec(inertia, dw) + _cross(w, tf.linalg.matvec(inertia, w)) \
-                + _cross(h + zeros, a)
+            moment = tf.linalg.matvec(inertia, dw) + _cross(w, tf.linalg.matvec(inertia, w)) + _cross(h + zeros, a)
             wrenches.append([force, moment])
         tau = [None] * chain.n_dof
         for i in reversed(range(chain.n_dof)):
@@ -269,16 +278,17 @@ class RigidBody(Kind):
                 R_rel, p_rel = frames[i][:2]
                 f_parent = tf.linalg.matvec(R_rel, force)
                 wrenches[parent][0] = wrenches[parent][0] + f_parent
-                wrenches[parent][1] = wrenches[parent][1] + tf.linalg.matvec(R_rel, moment) \
-                    + _cross(p_rel, f_parent)
+                wrenches[parent][1] = wrenches[parent][1] + tf.linalg.matvec(R_rel, moment) + _cross(p_rel, f_parent)
         return tf.stack(tau, -1) + armature * qdd
 
     def _relative(self, q, i: int, B):
         """Joint ``i``'s frame in its parent's: rotation ``(B, 3, 3)`` and origin ``(B, 3)``."""
         R0 = self._rotations[i]
         if self.chain0.prismatic[i]:
-            return (tf.broadcast_to(R0, [B, 3, 3]),
-                    self._translations[i] + q[:, i:i + 1] * tf.linalg.matvec(R0, self._axes[i]))
+            return (
+                tf.broadcast_to(R0, [B, 3, 3]),
+                self._translations[i] + q[:, i : i + 1] * tf.linalg.matvec(R0, self._axes[i]),
+            )
         qi = q[:, i][:, None, None]
         rot = tf.eye(3, dtype=q.dtype) + tf.sin(qi) * self._skews[i] + (1.0 - tf.cos(qi)) * self._skews2[i]
         return tf.einsum("jk,bkl->bjl", R0, rot), tf.broadcast_to(self._translations[i], [B, 3])
@@ -288,8 +298,7 @@ class RigidBody(Kind):
         n = self.model.n_dof
         B = tf.shape(q)[0]
         directions = tf.repeat(tf.eye(n, dtype=q.dtype), B, axis=0)  # row j B + b is e_j
-        columns = self._newton_euler(tf.tile(q, [n, 1]), tf.zeros_like(directions), directions,
-                                     gravity=False)
+        columns = self._newton_euler(tf.tile(q, [n, 1]), tf.zeros_like(directions), directions, gravity=False)
         m = tf.transpose(tf.reshape(columns, [n, B, n]), [1, 2, 0])
         return 0.5 * (m + tf.linalg.matrix_transpose(m))
 

@@ -42,11 +42,11 @@ def load_model(path):
         raise ValueError(f"{path!r} is not a Keras '.keras' model archive")
     try:
         model = keras.saving.load_model(
-            path, custom_objects={"LagrangianNetwork": LagrangianNetwork, "MLP": MLP,
-                                  "AccelerationMLP": AccelerationMLP})
+            path,
+            custom_objects={"LagrangianNetwork": LagrangianNetwork, "MLP": MLP, "AccelerationMLP": AccelerationMLP},
+        )
     except Exception as exc:  # Keras raises many types for foreign archives
         raise ValueError(f"cannot load {path!r} as an lnn model: {exc}") from exc
     if not isinstance(model, (LagrangianNetwork, AccelerationMLP)):
-        raise ValueError(f"{path!r} holds a {type(model).__name__}, not an lnn LagrangianNetwork "
-                         "or AccelerationMLP")
+        raise ValueError(f"{path!r} holds a {type(model).__name__}, not an lnn LagrangianNetwork or AccelerationMLP")
     return model

@@ -33,8 +33,9 @@ from lnn.models.registry import NumpyKind, Terms
 __all__ = ["NumpyScalar", "scalar_terms"]
 
 
-def scalar_terms(model, net, q, qd, *, potential=None, epsilon: float = 0.0, hessian: bool,
-                 mixed: bool, grad_q: bool) -> Terms:
+def scalar_terms(
+    model, net, q, qd, *, potential=None, epsilon: float = 0.0, hessian: bool, mixed: bool, grad_q: bool
+) -> Terms:
     """Closed-form derivatives of ``L = y(x(q), qd / s) + eps/2 |qd|^2 - V(x(q))``.
 
     Parameters
@@ -57,8 +58,7 @@ def scalar_terms(model, net, q, qd, *, potential=None, epsilon: float = 0.0, hes
     """
     f = model.features(q)
     scale = tf.convert_to_tensor(model.qd_std)
-    d = scalar_derivatives(net, f.x, qd / scale, hessian=hessian,
-                           x_tangent=f.tangent(qd) if mixed else None)
+    d = scalar_derivatives(net, f.x, qd / scale, hessian=hessian, x_tangent=f.tangent(qd) if mixed else None)
     value, grad_x = d.value, d.grad_x
     grad_qd = d.grad_v / scale
     mass = d.hessian_v / (scale[:, None] * scale[None, :]) if hessian else None

@@ -59,10 +59,10 @@ class Structured(Kind):
         """The Cholesky MLP (``n (n + 1) / 2`` outputs) and the potential MLP."""
         m, n, hidden = self.model, self.model.n_dof, options["hidden"]
         common = dict(activation=options["activation"], dtype=options["dtype"])
-        m.cholesky_net = MLP(n_features, 0, hidden, n * (n + 1) // 2, seed=int(seeds[0]),
-                             name="cholesky", **common)
-        m.potential_net = MLP(n_features, 0, hidden, 1, seed=int(seeds[1]), name="potential",
-                              output_bias=False, **common)
+        m.cholesky_net = MLP(n_features, 0, hidden, n * (n + 1) // 2, seed=int(seeds[0]), name="cholesky", **common)
+        m.potential_net = MLP(
+            n_features, 0, hidden, 1, seed=int(seeds[1]), name="potential", output_bias=False, **common
+        )
         self._scatter = tril_scatter(n, options["dtype"])
 
     # -- TensorFlow ------------------------------------------------------------------
@@ -92,6 +92,7 @@ class Structured(Kind):
 
     def terms(self, q, qd, *, hessian, mixed, grad_q):
         """``M`` directly, ``dL/dq`` by a tape, ``(dM/dt) qd`` by forward mode."""
+
         def evaluate():
             m = self._mass(self.model.features(q).x)
             p = tf.linalg.matvec(m, qd)
@@ -111,8 +112,14 @@ class Structured(Kind):
     def numpy(self, fold):
         """:class:`NumpyStructured` of the current weights."""
         m = self.model
-        return NumpyStructured(fold(m.cholesky_net), fold(m.potential_net), float(m.epsilon),
-                               m.input_map, m.numpy_dtype, np.tril_indices(m.n_dof, -1))
+        return NumpyStructured(
+            fold(m.cholesky_net),
+            fold(m.potential_net),
+            float(m.epsilon),
+            m.input_map,
+            m.numpy_dtype,
+            np.tril_indices(m.n_dof, -1),
+        )
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -158,8 +165,7 @@ class NumpyStructured(NumpyKind):
         diag = np.arange(n)
         d_chol[:, diag, diag] = sig * d_raw[:, :n]
         d_chol[:, self.tril[0], self.tril[1]] = d_raw[:, n:]
-        mixed = (np.einsum("bij,bj->bi", d_chol, w)
-                 + np.einsum("bij,bj->bi", chol, np.einsum("bji,bj->bi", d_chol, qd)))
+        mixed = np.einsum("bij,bj->bi", d_chol, w) + np.einsum("bij,bj->bi", chol, np.einsum("bji,bj->bi", d_chol, qd))
         return mass, self.inputs.pullback_np(grad_r, s, c) - mixed
 
     def energy(self, q, qd, basis):

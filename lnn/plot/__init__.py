@@ -27,22 +27,61 @@ Importing this module is light: matplotlib is imported when a function runs.
 
 from lnn.plot._animation import Animation, animate, save_animation
 from lnn.plot._history import HistoryPlot, history
-from lnn.plot._mechanics import (MassMatrixPlot, PotentialPlot, TorqueDecomposition, TorquePlot,
-                                 mass_matrix, potential, torque_decomposition, torques)
+from lnn.plot._mechanics import (
+    MassMatrixPlot,
+    PotentialPlot,
+    TorqueDecomposition,
+    TorquePlot,
+    mass_matrix,
+    potential,
+    torque_decomposition,
+    torques,
+)
 from lnn.plot._pair import RolloutPair
 from lnn.plot._paper import PaperFigure, paper_figure
-from lnn.plot._series import (EnergyErrorPlot, PhasePlot, RolloutErrorPlot, TrajectoryPlot,
-                              energy_error, phase_portraits, rollout_error, trajectories)
-from lnn.plot._style import (COLUMN_WIDTH, LEARNED_COLOR, PAGE_WIDTH, PALETTE, TRUE_COLOR,
-                             new_figure, save, style)
+from lnn.plot._series import (
+    EnergyErrorPlot,
+    PhasePlot,
+    RolloutErrorPlot,
+    TrajectoryPlot,
+    energy_error,
+    phase_portraits,
+    rollout_error,
+    trajectories,
+)
+from lnn.plot._style import COLUMN_WIDTH, LEARNED_COLOR, PAGE_WIDTH, PALETTE, TRUE_COLOR, new_figure, save, style
 
 __all__ = [
-    "PALETTE", "TRUE_COLOR", "LEARNED_COLOR", "COLUMN_WIDTH", "PAGE_WIDTH",
-    "style", "save", "new_figure",
-    "trajectories", "phase_portraits", "energy_error", "rollout_error",
-    "TrajectoryPlot", "PhasePlot", "EnergyErrorPlot", "RolloutErrorPlot",
-    "mass_matrix", "potential", "torques", "torque_decomposition",
-    "MassMatrixPlot", "PotentialPlot", "TorquePlot", "TorqueDecomposition",
-    "history", "HistoryPlot", "animate", "save_animation", "Animation",
-    "paper_figure", "PaperFigure", "RolloutPair",
+    "PALETTE",
+    "TRUE_COLOR",
+    "LEARNED_COLOR",
+    "COLUMN_WIDTH",
+    "PAGE_WIDTH",
+    "style",
+    "save",
+    "new_figure",
+    "trajectories",
+    "phase_portraits",
+    "energy_error",
+    "rollout_error",
+    "TrajectoryPlot",
+    "PhasePlot",
+    "EnergyErrorPlot",
+    "RolloutErrorPlot",
+    "mass_matrix",
+    "potential",
+    "torques",
+    "torque_decomposition",
+    "MassMatrixPlot",
+    "PotentialPlot",
+    "TorquePlot",
+    "TorqueDecomposition",
+    "history",
+    "HistoryPlot",
+    "animate",
+    "save_animation",
+    "Animation",
+    "paper_figure",
+    "PaperFigure",
+    "RolloutPair",
 ]

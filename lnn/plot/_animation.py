@@ -9,10 +9,8 @@ from typing import Any
 import numpy as np
 
 from lnn import _validate
-
 from lnn.plot import _checks
-from lnn.plot._style import (COLUMN_WIDTH, LEARNED_COLOR, TRUE_COLOR, writable_path,
-                             new_figure, style)
+from lnn.plot._style import COLUMN_WIDTH, LEARNED_COLOR, TRUE_COLOR, new_figure, style, writable_path
 from lnn.trajectory import Trajectory
 
 __all__ = ["Animation", "animate", "save_animation"]
@@ -51,12 +49,13 @@ class Animation:
 
 def _positions(system, q: np.ndarray, name: str) -> np.ndarray:
     if not hasattr(system, "positions"):
-        raise TypeError(f"system must have a positions(q) method to be animated, got "
-                        f"{type(system).__name__}")
+        raise TypeError(f"system must have a positions(q) method to be animated, got {type(system).__name__}")
     points = _checks.to_numpy(system.positions(q))
     if points.ndim != 3 or points.shape[0] != q.shape[0] or points.shape[2] not in (2, 3):
-        raise ValueError(f"system.positions(q) of the {name} trajectory must have shape "
-                         f"({q.shape[0]}, n_points, 2 or 3), got {points.shape}")
+        raise ValueError(
+            f"system.positions(q) of the {name} trajectory must have shape "
+            f"({q.shape[0]}, n_points, 2 or 3), got {points.shape}"
+        )
     return points
 
 
@@ -67,9 +66,18 @@ def _limits(points: np.ndarray, margin: float = 0.08):
     return center - half, center + half
 
 
-def animate(system, true: Trajectory, learned: Trajectory | None = None, *, index: int = 0,
-            layout: str = "overlay", fps: float = 25.0, stride: int | None = None,
-            trail: float = 0.5, fig=None) -> Animation:
+def animate(
+    system,
+    true: Trajectory,
+    learned: Trajectory | None = None,
+    *,
+    index: int = 0,
+    layout: str = "overlay",
+    fps: float = 25.0,
+    stride: int | None = None,
+    trail: float = 0.5,
+    fig=None,
+) -> Animation:
     """Animate one trajectory from ``system.positions(q)``: true and learned.
 
     Links are drawn as a chain through the points (base or pivot first), the
@@ -156,20 +164,18 @@ def animate(system, true: Trajectory, learned: Trajectory | None = None, *, inde
                 if dim == 2 and np.ptp(base, axis=0).max() > 1e-9:
                     ax.axhline(float(np.mean(base[:, 1])), color="0.6", linewidth=0.8, zorder=0)
                 line_style = {"color": colors[key], "linestyle": "-" if key == "true" else "--"}
-                (chain,) = ax.plot(*points[key][0].T, marker="o", markersize=4, linewidth=1.6,
-                                   label=key, **line_style)
-                (base_marker,) = ax.plot(*points[key][0, :1].T, marker="s", markersize=7,
-                                         color=colors[key], linestyle="none")
-                (tail,) = ax.plot(*points[key][:1, -1].T, color=colors[key], linewidth=0.7,
-                                  alpha=0.6)
+                (chain,) = ax.plot(*points[key][0].T, marker="o", markersize=4, linewidth=1.6, label=key, **line_style)
+                (base_marker,) = ax.plot(
+                    *points[key][0, :1].T, marker="s", markersize=7, color=colors[key], linestyle="none"
+                )
+                (tail,) = ax.plot(*points[key][:1, -1].T, color=colors[key], linewidth=0.7, alpha=0.6)
                 artists.append((key, chain, base_marker, tail))
             if len(panels) > 1:
                 ax.set_title(keys[0], loc="left")
             elif learned is not None:
                 ax.legend(loc="upper right")
             axes.append(ax)
-        label = (axes[0].text2D if dim == 3 else axes[0].text)(
-            0.02, 0.96, "", transform=axes[0].transAxes, va="top")
+        label = (axes[0].text2D if dim == 3 else axes[0].text)(0.02, 0.96, "", transform=axes[0].transAxes, va="top")
 
         def draw(frame: int):
             changed = [label]
@@ -179,23 +185,23 @@ def animate(system, true: Trajectory, learned: Trajectory | None = None, *, inde
                 if dim == 3:
                     chain.set_data_3d(*p[frame].T)
                     base_marker.set_data_3d(*p[frame, :1].T)
-                    tail.set_data_3d(*p[first:frame + 1, -1].T)
+                    tail.set_data_3d(*p[first : frame + 1, -1].T)
                 else:
                     chain.set_data(*p[frame].T)
                     base_marker.set_data(*p[frame, :1].T)
-                    tail.set_data(*p[first:frame + 1, -1].T)
+                    tail.set_data(*p[first : frame + 1, -1].T)
                 changed += [chain, base_marker, tail]
             label.set_text(f"$t$ = {true.t[frames[frame]]:.2f} s")
             return changed
 
         draw(0)
-        animation = FuncAnimation(fig, draw, frames=len(frames), interval=1000.0 / fps,
-                                  blit=False, cache_frame_data=False, repeat=True)
+        animation = FuncAnimation(
+            fig, draw, frames=len(frames), interval=1000.0 / fps, blit=False, cache_frame_data=False, repeat=True
+        )
     return Animation(fig, axes, animation, len(frames), fps, points)
 
 
-def save_animation(animation: Animation, path, *, overwrite: bool = False,
-                   dpi: int = 100) -> Path:
+def save_animation(animation: Animation, path, *, overwrite: bool = False, dpi: int = 100) -> Path:
     """Write an :class:`Animation` as a GIF (Pillow) or an MP4 (ffmpeg), by suffix.
 
     Parameters
@@ -237,8 +243,7 @@ def save_animation(animation: Animation, path, *, overwrite: bool = False,
         writer = manimation.PillowWriter(fps=animation.fps)
     else:
         if not manimation.writers.is_available("ffmpeg"):
-            raise RuntimeError(f"writing {str(path)!r} needs ffmpeg on the PATH; install it or "
-                               "write a .gif instead")
+            raise RuntimeError(f"writing {str(path)!r} needs ffmpeg on the PATH; install it or write a .gif instead")
         writer = manimation.FFMpegWriter(fps=animation.fps, codec="h264")
     with style():
         animation.animation.save(path, writer=writer, dpi=int(dpi))

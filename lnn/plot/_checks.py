@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+
 import numpy as np
 
 from lnn.trajectory import Trajectory
@@ -23,18 +24,13 @@ def as_labelled(value, name: str, default_label: str) -> dict[str, Trajectory]:
         if not value:
             raise ValueError(f"{name} must hold at least one trajectory, got an empty mapping")
         return {str(k): as_trajectory(v, f"{name}[{k!r}]") for k, v in value.items()}
-    raise TypeError(
-        f"{name} must be an lnn.Trajectory or a mapping label -> Trajectory, "
-        f"got {type(value).__name__}"
-    )
+    raise TypeError(f"{name} must be an lnn.Trajectory or a mapping label -> Trajectory, got {type(value).__name__}")
 
 
 def check_pair(true: Trajectory, learned: Trajectory, name: str = "learned") -> None:
     """Check that ``learned`` has the batch, time grid and coordinates of ``true``."""
     if learned.q.shape != true.q.shape:
-        raise ValueError(
-            f"{name}.q must have the shape of true.q {true.q.shape}, got {learned.q.shape}"
-        )
+        raise ValueError(f"{name}.q must have the shape of true.q {true.q.shape}, got {learned.q.shape}")
     if not np.allclose(learned.t, true.t, rtol=1e-9, atol=1e-12):
         raise ValueError(
             f"{name}.t must be the time grid of true.t (T={true.t.shape[0]}, "
@@ -52,10 +48,7 @@ def coordinates(value, n_dof: int, *, default_max: int | None = None) -> list[in
     out = []
     for index in value:
         if not isinstance(index, (int, np.integer)) or not -n_dof <= index < n_dof:
-            raise ValueError(
-                f"coordinates must be indices in [0, {n_dof}) of the {n_dof} coordinates, "
-                f"got {value!r}"
-            )
+            raise ValueError(f"coordinates must be indices in [0, {n_dof}) of the {n_dof} coordinates, got {value!r}")
         out.append(int(index) % n_dof)
     if not out:
         raise ValueError("coordinates must select at least one coordinate, got an empty list")
@@ -79,9 +72,7 @@ def angular_flags(angular, n_dof: int, *sources) -> tuple[bool, ...] | None:
         return None
     flags = tuple(bool(a) for a in np.atleast_1d(angular))
     if len(flags) != n_dof:
-        raise ValueError(
-            f"angular must have one flag per coordinate (n_dof={n_dof}), got {tuple(angular)!r}"
-        )
+        raise ValueError(f"angular must have one flag per coordinate (n_dof={n_dof}), got {tuple(angular)!r}")
     return flags
 
 

@@ -46,13 +46,13 @@ def _read_csv(path: Path) -> dict[str, np.ndarray]:
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise ValueError(f"cannot read {str(path)!r} as a CSV training log: {exc}") from exc
     if not rows or "epoch" not in rows[0]:
-        raise ValueError(f"{str(path)!r} is not a training log: it needs a header with an "
-                         f"'epoch' column and at least one row")
+        raise ValueError(
+            f"{str(path)!r} is not a training log: it needs a header with an 'epoch' column and at least one row"
+        )
     columns = {}
     for name in rows[0]:
         try:
-            columns[name] = np.array([float(row[name]) if row[name] not in ("", None) else math.nan
-                                      for row in rows])
+            columns[name] = np.array([float(row[name]) if row[name] not in ("", None) else math.nan for row in rows])
         except ValueError as exc:
             raise ValueError(f"{str(path)!r}: column {name!r} is not numeric ({exc})") from None
     return columns
@@ -65,20 +65,17 @@ def _columns(source) -> dict[str, np.ndarray]:
     elif hasattr(source, "epoch") and hasattr(source, "train"):
         columns = {"epoch": np.asarray(source.epoch, dtype=float)}
         columns.update({f"train_{k}": np.asarray(v, dtype=float) for k, v in source.train.items()})
-        columns.update({f"val_{k}": np.asarray(v, dtype=float)
-                        for k, v in getattr(source, "validation", {}).items()})
+        columns.update({f"val_{k}": np.asarray(v, dtype=float) for k, v in getattr(source, "validation", {}).items()})
     elif isinstance(source, Mapping):
         columns = {str(k): np.asarray(v, dtype=float) for k, v in source.items()}
     else:
-        raise TypeError(f"source must be a History, a CSV path or a mapping of columns, got "
-                        f"{type(source).__name__}")
+        raise TypeError(f"source must be a History, a CSV path or a mapping of columns, got {type(source).__name__}")
     if "epoch" not in columns:
         raise ValueError(f"source needs an 'epoch' column, got columns {sorted(columns)}")
     length = columns["epoch"].shape
     for name, values in columns.items():
         if values.shape != length:
-            raise ValueError(f"column {name!r} must have shape {length} like 'epoch', "
-                             f"got {values.shape}")
+            raise ValueError(f"column {name!r} must have shape {length} like 'epoch', got {values.shape}")
     # A log written by hand may name training columns without the prefix.
     for name in list(columns):
         if name not in ("epoch", "time", "lr") and not name.startswith(("train_", "val_")):
@@ -110,9 +107,10 @@ def history(source, *, terms=None, log_scale: bool = True, ax=None) -> HistoryPl
         Figure, axes, the lines by column name and the best epoch.
     """
     columns = _columns(source)
-    available = sorted({name.split("_", 1)[1] for name in columns
-                        if name.startswith(("train_", "val_"))},
-                       key=lambda term: (term != "total", term))
+    available = sorted(
+        {name.split("_", 1)[1] for name in columns if name.startswith(("train_", "val_"))},
+        key=lambda term: (term != "total", term),
+    )
     if not available:
         raise ValueError(f"source has no loss columns (train_<term>, val_<term>), got {sorted(columns)}")
     if terms is None:
@@ -137,14 +135,14 @@ def history(source, *, terms=None, log_scale: bool = True, ax=None) -> HistoryPl
             for prefix, linestyle, suffix in (("train", "-", ""), ("val", "--", " (val.)")):
                 values = columns.get(f"{prefix}_{term}")
                 if values is not None:
-                    (lines[f"{prefix}_{term}"],) = ax.plot(epoch, values, color=color,
-                                                           linestyle=linestyle, label=term + suffix)
+                    (lines[f"{prefix}_{term}"],) = ax.plot(
+                        epoch, values, color=color, linestyle=linestyle, label=term + suffix
+                    )
         monitored = columns.get("val_total", columns.get("train_total"))
         if monitored is not None and np.isfinite(monitored).any():
             i = int(np.nanargmin(monitored))
             best = int(epoch[i])
-            ax.plot(epoch[i], monitored[i], "o", color=PALETTE["black"], zorder=3,
-                    label=f"best (epoch {best})")
+            ax.plot(epoch[i], monitored[i], "o", color=PALETTE["black"], zorder=3, label=f"best (epoch {best})")
         if log_scale:
             ax.set_yscale("log")
         ax.set_xlabel("epoch")

@@ -8,12 +8,28 @@ from typing import Any
 import numpy as np
 
 from lnn.plot import _checks
-from lnn.plot._style import (COLUMN_WIDTH, LEARNED_COLOR, PALETTE, TRUE_COLOR,
-                             coordinate_units, force_units, new_figure, style)
+from lnn.plot._style import (
+    COLUMN_WIDTH,
+    LEARNED_COLOR,
+    PALETTE,
+    TRUE_COLOR,
+    coordinate_units,
+    force_units,
+    new_figure,
+    style,
+)
 from lnn.trajectory import Trajectory
 
-__all__ = ["MassMatrixPlot", "PotentialPlot", "TorqueDecomposition", "TorquePlot",
-           "mass_matrix", "potential", "torque_decomposition", "torques"]
+__all__ = [
+    "MassMatrixPlot",
+    "PotentialPlot",
+    "TorqueDecomposition",
+    "TorquePlot",
+    "mass_matrix",
+    "potential",
+    "torque_decomposition",
+    "torques",
+]
 
 
 @dataclass(frozen=True)
@@ -105,8 +121,9 @@ def _state(value, name: str, n: int) -> np.ndarray:
 
 def _has_parts(system) -> bool:
     """Whether ``system`` names its torque parts (``gravity``, ``coriolis``, ``friction_torque``)."""
-    return all(callable(getattr(system, name, None))
-               for name in ("gravity", "coriolis", "friction_torque", "mass_matrix"))
+    return all(
+        callable(getattr(system, name, None)) for name in ("gravity", "coriolis", "friction_torque", "mass_matrix")
+    )
 
 
 def torque_decomposition(system, q, qd, qdd) -> TorqueDecomposition:
@@ -137,9 +154,7 @@ def torque_decomposition(system, q, qd, qdd) -> TorqueDecomposition:
     n = _n_dof(system, "system")
     q, qd, qdd = (_state(v, name, n) for v, name in ((q, "q"), (qd, "qd"), (qdd, "qdd")))
     if not q.shape == qd.shape == qdd.shape:
-        raise ValueError(
-            f"q, qd and qdd must have the same shape, got {q.shape}, {qd.shape} and {qdd.shape}"
-        )
+        raise ValueError(f"q, qd and qdd must have the same shape, got {q.shape}, {qd.shape} and {qdd.shape}")
     zero = np.zeros_like(q)
 
     def inverse(a, b, c):
@@ -174,8 +189,7 @@ def torque_decomposition(system, q, qd, qdd) -> TorqueDecomposition:
 def _n_dof(system, name: str) -> int:
     n = getattr(system, "n_dof", None)
     if not isinstance(n, (int, np.integer)) or n < 1:
-        raise TypeError(f"{name} must be a mechanical system with a positive n_dof, got "
-                        f"{type(system).__name__}")
+        raise TypeError(f"{name} must be a mechanical system with a positive n_dof, got {type(system).__name__}")
     return int(n)
 
 
@@ -192,8 +206,9 @@ def _slice(system, coordinate, values, q_ref, n: int):
         values = np.linspace(-span, span, 61)
     values = _checks.to_numpy(values)
     if values.ndim != 1 or values.size < 2 or np.any(np.diff(values) <= 0):
-        raise ValueError(f"values must be a strictly increasing 1-D array of at least 2 values, "
-                         f"got shape {values.shape}")
+        raise ValueError(
+            f"values must be a strictly increasing 1-D array of at least 2 values, got shape {values.shape}"
+        )
     q = np.repeat(q_ref[None], values.size, axis=0)
     q[:, index] = values
     return index, values, q, angular
@@ -210,13 +225,11 @@ def _mass_matrices(system, q: np.ndarray, name: str) -> np.ndarray:
     n = q.shape[-1]
     matrices = _checks.to_numpy(system.mass_matrix(q, np.zeros_like(q)))
     if matrices.shape != q.shape[:-1] + (n, n):
-        raise ValueError(f"{name}.mass_matrix(q) must have shape {q.shape[:-1] + (n, n)}, "
-                         f"got shape {matrices.shape}")
+        raise ValueError(f"{name}.mass_matrix(q) must have shape {q.shape[:-1] + (n, n)}, got shape {matrices.shape}")
     return matrices
 
 
-def mass_matrix(true, learned=None, *, coordinate: int = 0, values=None, q_ref=None,
-                fig=None) -> MassMatrixPlot:
+def mass_matrix(true, learned=None, *, coordinate: int = 0, values=None, q_ref=None, fig=None) -> MassMatrixPlot:
     """Heat maps of the true and learned mass matrix, and of their difference.
 
     The configurations form a slice: ``q = q_ref`` except coordinate
@@ -264,8 +277,7 @@ def mass_matrix(true, learned=None, *, coordinate: int = 0, values=None, q_ref=N
     units = _mass_units(angular, n)
     x_unit = coordinate_units(angular, n)[index]
     height = max(0.55, 0.16 * rows.size + 0.35)
-    titles = {"true": "true $M(q)$", "learned": "learned $\\hat M(q)$",
-              "error": "error $\\hat M - M$"}
+    titles = {"true": "true $M(q)$", "learned": "learned $\\hat M(q)$", "error": "error $\\hat M - M$"}
     axes, images = {}, {}
     with style():
         fig = fig if fig is not None else new_figure(COLUMN_WIDTH, 0.5 + height * len(panels))
@@ -274,13 +286,14 @@ def mass_matrix(true, learned=None, *, coordinate: int = 0, values=None, q_ref=N
         for ax, (name, data) in zip(grid, panels.items()):
             if name == "error":
                 limit = float(np.max(np.abs(data))) or 1.0
-                image = ax.imshow(data, aspect="auto", extent=extent, cmap="PuOr",
-                                  vmin=-limit, vmax=limit, interpolation="nearest")
+                image = ax.imshow(
+                    data, aspect="auto", extent=extent, cmap="PuOr", vmin=-limit, vmax=limit, interpolation="nearest"
+                )
             else:
-                image = ax.imshow(data, aspect="auto", extent=extent, cmap="cividis",
-                                  vmin=vmin, vmax=vmax, interpolation="nearest")
-            ax.set_yticks(range(rows.size),
-                          [f"$M_{{{i + 1}{j + 1}}}$" for i, j in zip(rows, cols)])
+                image = ax.imshow(
+                    data, aspect="auto", extent=extent, cmap="cividis", vmin=vmin, vmax=vmax, interpolation="nearest"
+                )
+            ax.set_yticks(range(rows.size), [f"$M_{{{i + 1}{j + 1}}}$" for i, j in zip(rows, cols)])
             ax.grid(False)
             ax.set_title(titles[name], loc="left")
             bar = fig.colorbar(image, ax=ax, pad=0.02, aspect=12)
@@ -292,15 +305,15 @@ def mass_matrix(true, learned=None, *, coordinate: int = 0, values=None, q_ref=N
 
 def _potential(system, q: np.ndarray, name: str) -> np.ndarray:
     if not hasattr(system, "potential_energy"):
-        raise TypeError(f"{name} must have a potential_energy(q) method, got "
-                        f"{type(system).__name__}")
+        raise TypeError(f"{name} must have a potential_energy(q) method, got {type(system).__name__}")
     flat = q.reshape(-1, q.shape[-1])  # models take a batch (B, n)
     energy = _checks.to_numpy(system.potential_energy(flat)).reshape(q.shape[:-1])
     return energy - np.min(energy)
 
 
-def potential(true, learned=None, *, coordinates=(0,), bounds=None, q_ref=None,
-              resolution: int = 61, fig=None) -> PotentialPlot:
+def potential(
+    true, learned=None, *, coordinates=(0,), bounds=None, q_ref=None, resolution: int = 61, fig=None
+) -> PotentialPlot:
     """The potential energy ``V(q)`` over one or two coordinates, true vs learned.
 
     ``V`` is defined up to a constant, so each is shown as ``V - min V`` over
@@ -345,8 +358,7 @@ def potential(true, learned=None, *, coordinates=(0,), bounds=None, q_ref=None,
     if bounds.shape == (2,) and len(chosen) == 1:  # a single (low, high) pair
         bounds = bounds[None]
     if bounds.shape != (len(chosen), 2) or np.any(bounds[:, 1] <= bounds[:, 0]):
-        raise ValueError(f"bounds must be {len(chosen)} pair(s) (low, high) with low < high, "
-                         f"got {bounds!r}")
+        raise ValueError(f"bounds must be {len(chosen)} pair(s) (low, high) with low < high, got {bounds!r}")
     q_ref = np.zeros(n) if q_ref is None else _checks.to_numpy(q_ref)
     if q_ref.shape != (n,):
         raise ValueError(f"q_ref must have shape ({n},), got shape {q_ref.shape}")
@@ -364,8 +376,9 @@ def potential(true, learned=None, *, coordinates=(0,), bounds=None, q_ref=None,
             ax = fig.add_subplot()
             (artists["true"],) = ax.plot(grid[0], v_true, color=TRUE_COLOR, label="true")
             if v_learned is not None:
-                (artists["learned"],) = ax.plot(grid[0], v_learned, color=LEARNED_COLOR,
-                                                linestyle="--", label="learned")
+                (artists["learned"],) = ax.plot(
+                    grid[0], v_learned, color=LEARNED_COLOR, linestyle="--", label="learned"
+                )
                 ax.legend(loc="best")
             ax.set_xlabel(f"$q_{{{chosen[0] + 1}}}$ [{units[chosen[0]]}]")
             ax.set_ylabel(r"$V - \min V$ [J]")
@@ -379,8 +392,7 @@ def potential(true, learned=None, *, coordinates=(0,), bounds=None, q_ref=None,
 
             levels = MaxNLocator(12).tick_values(0.0, top)
             for ax, (name, values) in zip(axes, shown.items()):
-                artists[name] = ax.contourf(grid[0], grid[1], values.T, levels=levels,
-                                            cmap="cividis", extend="max")
+                artists[name] = ax.contourf(grid[0], grid[1], values.T, levels=levels, cmap="cividis", extend="max")
                 ax.set_title(name, loc="left")
                 ax.set_xlabel(f"$q_{{{chosen[0] + 1}}}$ [{units[chosen[0]]}]")
                 ax.grid(False)
@@ -423,8 +435,7 @@ class TorquePlot:
     learned: TorqueDecomposition | None
 
 
-def torques(system, trajectory: Trajectory, learned=None, *, index: int = 0,
-            coordinates=None, fig=None) -> TorquePlot:
+def torques(system, trajectory: Trajectory, learned=None, *, index: int = 0, coordinates=None, fig=None) -> TorquePlot:
     """Torque decomposition along a trajectory, true (solid) vs learned (dashed).
 
     Both decompositions (:func:`torque_decomposition`) are evaluated on the
@@ -459,16 +470,18 @@ def torques(system, trajectory: Trajectory, learned=None, *, index: int = 0,
     if learned is not None and _n_dof(learned, "learned") != n:
         raise ValueError(f"learned.n_dof must equal system.n_dof={n}, got {learned.n_dof}")
     if not isinstance(index, (int, np.integer)) or not -trajectory.n_trajectories <= index < trajectory.n_trajectories:
-        raise ValueError(f"index must select one of the {trajectory.n_trajectories} trajectories, "
-                         f"got {index!r}")
+        raise ValueError(f"index must select one of the {trajectory.n_trajectories} trajectories, got {index!r}")
     rows = _checks.coordinates(coordinates, n, default_max=4)
     q, qd, qdd = trajectory.q[index], trajectory.qd[index], trajectory.qdd[index]
     true = torque_decomposition(system, q, qd, qdd)
     model = None if learned is None else torque_decomposition(learned, q, qd, qdd)
     scale = max(float(np.max(np.abs(getattr(true, name)))) for name in _COMPONENTS) or 1.0
-    shown = [name for name in _COMPONENTS
-             if np.max(np.abs(getattr(true, name))) > 1e-9 * scale
-             or (model is not None and np.max(np.abs(getattr(model, name))) > 1e-3 * scale)]
+    shown = [
+        name
+        for name in _COMPONENTS
+        if np.max(np.abs(getattr(true, name))) > 1e-9 * scale
+        or (model is not None and np.max(np.abs(getattr(model, name))) > 1e-3 * scale)
+    ]
     units = force_units(_checks.angular_flags(None, n, system, trajectory), n)
     lines = {name: [] for name in shown}
     with style():
@@ -478,11 +491,13 @@ def torques(system, trajectory: Trajectory, learned=None, *, index: int = 0,
             for name in shown:
                 label, color = _COMPONENTS[name]
                 width = 0.8 if name == "total" else 1.0
-                lines[name] += ax.plot(trajectory.t, getattr(true, name)[:, j], color=color,
-                                       linewidth=width, label=label)
+                lines[name] += ax.plot(
+                    trajectory.t, getattr(true, name)[:, j], color=color, linewidth=width, label=label
+                )
                 if model is not None:
-                    lines[name] += ax.plot(trajectory.t, getattr(model, name)[:, j], color=color,
-                                           linewidth=width, linestyle="--")
+                    lines[name] += ax.plot(
+                        trajectory.t, getattr(model, name)[:, j], color=color, linewidth=width, linestyle="--"
+                    )
             ax.set_ylabel(f"$\\tau_{{{j + 1}}}$ [{units[j]}]")
         axes[-1].set_xlabel("time $t$ [s]")
         axes[0].set_xlim(trajectory.t[0], trajectory.t[-1])

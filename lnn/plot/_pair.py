@@ -68,11 +68,10 @@ class RolloutPair:
                 arrays[f"{prefix}_{name}"] = getattr(trajectory, name)
             arrays[f"{prefix}_nfev"] = np.asarray(trajectory.nfev)
             arrays[f"{prefix}_method"] = np.asarray(trajectory.method)
-        write_npz(path, arrays, kind="rollout-pair", metadata=self.metadata,
-                  overwrite=overwrite)
+        write_npz(path, arrays, kind="rollout-pair", metadata=self.metadata, overwrite=overwrite)
 
     @classmethod
-    def load(cls, path) -> "RolloutPair":
+    def load(cls, path) -> RolloutPair:
         """Read a file written by :meth:`save` (or ``lnn rollout``).
 
         Parameters
@@ -92,7 +91,8 @@ class RolloutPair:
 
         def trajectory(prefix: str) -> Trajectory:
             return Trajectory(
-                t=arrays["t"], **{n: arrays[f"{prefix}_{n}"] for n in _FIELDS},
+                t=arrays["t"],
+                **{n: arrays[f"{prefix}_{n}"] for n in _FIELDS},
                 nfev=int(arrays.get(f"{prefix}_nfev", 0)),
                 method=str(arrays.get(f"{prefix}_method", "")),
                 metadata=dict(metadata),

@@ -6,8 +6,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from lnn.plot import _checks
-from lnn.plot._series import (EnergyErrorPlot, PhasePlot, RolloutErrorPlot, TrajectoryPlot,
-                              energy_error, phase_portraits, rollout_error, trajectories)
+from lnn.plot._series import (
+    EnergyErrorPlot,
+    PhasePlot,
+    RolloutErrorPlot,
+    TrajectoryPlot,
+    energy_error,
+    phase_portraits,
+    rollout_error,
+    trajectories,
+)
 from lnn.plot._style import PAGE_WIDTH, new_figure, style
 from lnn.trajectory import Trajectory
 
@@ -38,9 +46,17 @@ class PaperFigure:
     error: RolloutErrorPlot
 
 
-def paper_figure(true: Trajectory, learned: Trajectory, *, system=None, coordinates=None,
-                 threshold: float = 0.1, angular=None, scale: float | None = None,
-                 fig=None) -> PaperFigure:
+def paper_figure(
+    true: Trajectory,
+    learned: Trajectory,
+    *,
+    system=None,
+    coordinates=None,
+    threshold: float = 0.1,
+    angular=None,
+    scale: float | None = None,
+    fig=None,
+) -> PaperFigure:
     """A page-wide 2 × 2 figure of one experiment, panels lettered (a)–(d).
 
     (a) :func:`trajectories`, (b) :func:`phase_portraits` of the first plotted
@@ -82,13 +98,10 @@ def paper_figure(true: Trajectory, learned: Trajectory, *, system=None, coordina
         panel_a = trajectories(true, learned, coordinates=rows, angular=angular, fig=a)
         panel_b = phase_portraits(true, learned, coordinates=rows[0], angular=angular, fig=b)
         if system is not None:
-            panel_c = energy_error({"learned": learned}, reference=true, system=system,
-                                   scale=scale, ax=c.add_subplot())
+            panel_c = energy_error({"learned": learned}, reference=true, system=system, scale=scale, ax=c.add_subplot())
         else:
-            panel_c = energy_error({"true": true, "learned": learned}, scale=scale,
-                                   ax=c.add_subplot())
-        panel_d = rollout_error(true, learned, threshold=threshold, angular=angular,
-                                ax=d.add_subplot())
+            panel_c = energy_error({"true": true, "learned": learned}, scale=scale, ax=c.add_subplot())
+        panel_d = rollout_error(true, learned, threshold=threshold, angular=angular, ax=d.add_subplot())
         for letter, sub in zip("abcd", (a, b, c, d)):
             sub.suptitle(f"({letter})", x=0.0, ha="left", fontweight="bold")
     return PaperFigure(fig, panel_a, panel_b, panel_c, panel_d)

@@ -10,13 +10,18 @@ import numpy as np
 
 from lnn import metrics
 from lnn.plot import _checks
-from lnn.plot._style import (COLUMN_WIDTH, LEARNED_COLOR, PALETTE, TRUE_COLOR,
-                             coordinate_units, new_figure, style)
+from lnn.plot._style import COLUMN_WIDTH, LEARNED_COLOR, PALETTE, TRUE_COLOR, coordinate_units, new_figure, style
 from lnn.trajectory import Trajectory
 
 __all__ = [
-    "TrajectoryPlot", "PhasePlot", "EnergyErrorPlot", "RolloutErrorPlot",
-    "trajectories", "phase_portraits", "energy_error", "rollout_error",
+    "TrajectoryPlot",
+    "PhasePlot",
+    "EnergyErrorPlot",
+    "RolloutErrorPlot",
+    "trajectories",
+    "phase_portraits",
+    "energy_error",
+    "rollout_error",
 ]
 
 _SUMMARIES = ("auto", "lines", "band")
@@ -132,8 +137,7 @@ def _draw_batch(ax, t, values, *, color, linestyle, summary, label, center="medi
     if summary == "lines":
         alpha = 1.0 if values.shape[0] == 1 else max(0.25, 1.0 / np.sqrt(values.shape[0]))
         for b, row in enumerate(values):
-            (line,) = ax.plot(t, row, color=color, linestyle=linestyle, alpha=alpha,
-                              label=label if b == 0 else None)
+            (line,) = ax.plot(t, row, color=color, linestyle=linestyle, alpha=alpha, label=label if b == 0 else None)
             artists.append(line)
         return artists
     with warnings.catch_warnings():
@@ -170,9 +174,16 @@ def _dot(units: str) -> str:
 
 
 # --------------------------------------------------------------------------- figures
-def trajectories(true: Trajectory, learned: Trajectory | None = None, *,
-                 coordinates=None, velocities: bool = False, summary: str = "auto",
-                 angular=None, fig=None) -> TrajectoryPlot:
+def trajectories(
+    true: Trajectory,
+    learned: Trajectory | None = None,
+    *,
+    coordinates=None,
+    velocities: bool = False,
+    summary: str = "auto",
+    angular=None,
+    fig=None,
+) -> TrajectoryPlot:
     """Coordinates over time, true (solid black) against learned (dashed vermillion).
 
     Parameters
@@ -212,13 +223,29 @@ def trajectories(true: Trajectory, learned: Trajectory | None = None, *,
         true_artists, learned_artists = [], []
         for ax, i in zip(axes, rows):
             field_name = "qd" if velocities else "q"
-            true_artists.append(_draw_batch(
-                ax, true.t, getattr(true, field_name)[..., i], color=TRUE_COLOR,
-                linestyle="-", summary=mode, label="true"))
+            true_artists.append(
+                _draw_batch(
+                    ax,
+                    true.t,
+                    getattr(true, field_name)[..., i],
+                    color=TRUE_COLOR,
+                    linestyle="-",
+                    summary=mode,
+                    label="true",
+                )
+            )
             if learned is not None:
-                learned_artists.append(_draw_batch(
-                    ax, learned.t, getattr(learned, field_name)[..., i], color=LEARNED_COLOR,
-                    linestyle="--", summary=mode, label="learned"))
+                learned_artists.append(
+                    _draw_batch(
+                        ax,
+                        learned.t,
+                        getattr(learned, field_name)[..., i],
+                        color=LEARNED_COLOR,
+                        linestyle="--",
+                        summary=mode,
+                        label="learned",
+                    )
+                )
             symbol = rf"\dot q_{{{i + 1}}}" if velocities else rf"q_{{{i + 1}}}"
             unit = _dot(units[i]) if velocities else units[i]
             ax.set_ylabel(f"${symbol}$ [{unit}]")
@@ -229,9 +256,15 @@ def trajectories(true: Trajectory, learned: Trajectory | None = None, *,
     return TrajectoryPlot(fig, axes, true_artists, learned_artists)
 
 
-def phase_portraits(true: Trajectory, learned: Trajectory | None = None, *,
-                    coordinates=None, angular=None, max_lines: int = _MAX_LINES,
-                    fig=None) -> PhasePlot:
+def phase_portraits(
+    true: Trajectory,
+    learned: Trajectory | None = None,
+    *,
+    coordinates=None,
+    angular=None,
+    max_lines: int = _MAX_LINES,
+    fig=None,
+) -> PhasePlot:
     """Phase portraits ``(q_i, qd_i)``, one panel per coordinate, true against learned.
 
     Parameters
@@ -272,17 +305,22 @@ def phase_portraits(true: Trajectory, learned: Trajectory | None = None, *,
         for ax, i in zip(axes, cols):
             drawn = []
             for b in range(count):
-                drawn += ax.plot(true.q[b, :, i], true.qd[b, :, i], color=TRUE_COLOR,
-                                 alpha=alpha, label="true" if b == 0 else None)
-            drawn.append(ax.scatter(true.q[:count, 0, i], true.qd[:count, 0, i], s=8,
-                                    color=TRUE_COLOR, zorder=3))
+                drawn += ax.plot(
+                    true.q[b, :, i], true.qd[b, :, i], color=TRUE_COLOR, alpha=alpha, label="true" if b == 0 else None
+                )
+            drawn.append(ax.scatter(true.q[:count, 0, i], true.qd[:count, 0, i], s=8, color=TRUE_COLOR, zorder=3))
             true_artists.append(drawn)
             if learned is not None:
                 drawn = []
                 for b in range(count):
-                    drawn += ax.plot(learned.q[b, :, i], learned.qd[b, :, i], color=LEARNED_COLOR,
-                                     linestyle="--", alpha=alpha,
-                                     label="learned" if b == 0 else None)
+                    drawn += ax.plot(
+                        learned.q[b, :, i],
+                        learned.qd[b, :, i],
+                        color=LEARNED_COLOR,
+                        linestyle="--",
+                        alpha=alpha,
+                        label="learned" if b == 0 else None,
+                    )
                 learned_artists.append(drawn)
             ax.set_xlabel(f"$q_{{{i + 1}}}$ [{units[i]}]")
             ax.set_ylabel(rf"$\dot q_{{{i + 1}}}$ [{_dot(units[i])}]")
@@ -296,14 +334,19 @@ def _energies(trajectory: Trajectory, system) -> np.ndarray:
         return np.asarray(trajectory.energy, dtype=float)
     energy = _checks.to_numpy(system.energy(trajectory.q, trajectory.qd))
     if energy.shape != trajectory.energy.shape:
-        raise ValueError(
-            f"system.energy(q, qd) must have shape {trajectory.energy.shape}, got {energy.shape}"
-        )
+        raise ValueError(f"system.energy(q, qd) must have shape {trajectory.energy.shape}, got {energy.shape}")
     return energy
 
 
-def energy_error(rollouts, *, reference: Trajectory | None = None, system=None,
-                 scale: float | None = None, summary: str = "auto", ax=None) -> EnergyErrorPlot:
+def energy_error(
+    rollouts,
+    *,
+    reference: Trajectory | None = None,
+    system=None,
+    scale: float | None = None,
+    summary: str = "auto",
+    ax=None,
+) -> EnergyErrorPlot:
     """Normalised energy error over time (log scale) of one or several models.
 
     Without ``reference`` the error is the drift ``|E(t) - E(0)| / scale``
@@ -357,8 +400,14 @@ def energy_error(rollouts, *, reference: Trajectory | None = None, system=None,
                 error = np.abs(energy - energy[:, :1]) / norm
             errors[label] = error
             lines[label] = _draw_batch(
-                ax, trajectory.t, np.where(error > 0, error, np.nan), color=_label_color(label, k),
-                linestyle="-", summary=_summary(summary, trajectory.n_trajectories), label=label)
+                ax,
+                trajectory.t,
+                np.where(error > 0, error, np.nan),
+                color=_label_color(label, k),
+                linestyle="-",
+                summary=_summary(summary, trajectory.n_trajectories),
+                label=label,
+            )
         ax.set_yscale("log")
         ax.set_xlim(trajectory.t[0], trajectory.t[-1])
         ax.set_xlabel("time $t$ [s]")
@@ -374,8 +423,9 @@ def energy_error(rollouts, *, reference: Trajectory | None = None, system=None,
     return EnergyErrorPlot(fig, ax, lines, errors)
 
 
-def rollout_error(true: Trajectory, learned, *, threshold: float = 0.1, angular=None,
-                  summary: str = "band", ax=None) -> RolloutErrorPlot:
+def rollout_error(
+    true: Trajectory, learned, *, threshold: float = 0.1, angular=None, summary: str = "band", ax=None
+) -> RolloutErrorPlot:
     """Growth of the rollout error over time (log scale), valid prediction time marked.
 
     The error is :func:`lnn.metrics.rollout_error`: the bounded relative
@@ -420,19 +470,33 @@ def rollout_error(true: Trajectory, learned, *, threshold: float = 0.1, angular=
             measured = metrics.rollout_error(rollout, true, threshold=threshold, angular=flags)
             errors[label] = measured.relative
             color = _label_color(label, k)
-            drawn = _draw_batch(ax, true.t, np.where(measured.relative > 0, measured.relative, np.nan),
-                                color=color, linestyle="-",
-                                summary=_summary(summary, true.n_trajectories), label=label,
-                                center="geometric")
+            drawn = _draw_batch(
+                ax,
+                true.t,
+                np.where(measured.relative > 0, measured.relative, np.nan),
+                color=color,
+                linestyle="-",
+                summary=_summary(summary, true.n_trajectories),
+                label=label,
+                center="geometric",
+            )
             valid[label] = float(np.median(measured.valid_time))
             at = true.t[0] + valid[label]
             right = at > 0.5 * (true.t[0] + true.t[-1])
             drawn.append(ax.axvline(at, color=color, linestyle=":", linewidth=1.0))
-            drawn.append(ax.annotate(
-                f"$t_\\mathrm{{valid}}$ = {valid[label]:.2g} s", (at, 1.0),
-                xycoords=ax.get_xaxis_transform(), xytext=(-3 if right else 3, -3 - 9 * k),
-                textcoords="offset points", ha="right" if right else "left", va="top",
-                color=color, fontsize="small"))
+            drawn.append(
+                ax.annotate(
+                    f"$t_\\mathrm{{valid}}$ = {valid[label]:.2g} s",
+                    (at, 1.0),
+                    xycoords=ax.get_xaxis_transform(),
+                    xytext=(-3 if right else 3, -3 - 9 * k),
+                    textcoords="offset points",
+                    ha="right" if right else "left",
+                    va="top",
+                    color=color,
+                    fontsize="small",
+                )
+            )
             lines[label] = drawn
         ax.axhline(threshold, color=TRUE_COLOR, linestyle=":", linewidth=0.6)
         ax.set_yscale("log")

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 
 from lnn import _validate
 
-__all__ = ["PALETTE", "TRUE_COLOR", "LEARNED_COLOR", "COLUMN_WIDTH", "PAGE_WIDTH",
-           "style", "save", "new_figure"]
+__all__ = ["PALETTE", "TRUE_COLOR", "LEARNED_COLOR", "COLUMN_WIDTH", "PAGE_WIDTH", "style", "save", "new_figure"]
 
 #: Okabe–Ito colour-blind-safe palette (Okabe & Ito 2008), in cycle order.
 PALETTE: dict[str, str] = {
@@ -190,9 +189,7 @@ def save(fig, path, *, overwrite: bool = False, dpi: int = RASTER_DPI) -> Path:
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in FIGURE_SUFFIXES:
-        raise ValueError(
-            f"path must end in one of {', '.join(FIGURE_SUFFIXES)}, got {str(path)!r}"
-        )
+        raise ValueError(f"path must end in one of {', '.join(FIGURE_SUFFIXES)}, got {str(path)!r}")
     _validate.positive("dpi", dpi, integer=True)
     writable_path(path, overwrite=overwrite)
     with style():
@@ -217,9 +214,7 @@ def writable_path(path: Path, *, overwrite: bool) -> None:
             "(or --force on the command line) to replace it"
         )
     if not path.parent.exists():
-        raise FileNotFoundError(
-            f"directory {str(path.parent)!r} does not exist (writing {str(path)!r})"
-        )
+        raise FileNotFoundError(f"directory {str(path.parent)!r} does not exist (writing {str(path)!r})")
 
 
 def coordinate_units(angular: Sequence[bool] | None, n_dof: int) -> list[str]:

@@ -56,14 +56,13 @@ from lnn.solvers import tableau as _tableau
 __all__ = ["AdaptiveSolution", "STATUS", "solve", "compiled_rollout"]
 
 #: Status codes of the trajectories of an :class:`AdaptiveSolution`.
-STATUS = {0: "running", 1: "finished", 2: "non-finite", 3: "step size too small",
-          4: "max_steps reached"}
+STATUS = {0: "running", 1: "finished", 2: "non-finite", 3: "step size too small", 4: "max_steps reached"}
 _RUNNING, _DONE, _NONFINITE, _TOO_SMALL, _MAX_STEPS = range(5)
 _SAFETY, _MIN_FACTOR, _MAX_FACTOR, _BETA1, _BETA2 = 0.9, 0.2, 10.0, 0.7, 0.4
 _NONFINITE_FACTOR = 0.25
 
 # system -> {options key: compiled solve}; weak so that models can be freed.
-_CACHE: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+_CACHE: weakref.WeakKeyDictionary[Any, dict] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,9 +101,21 @@ class AdaptiveSolution:
 # ----------------------------------------------------------------------------- public entry
 
 
-def solve(system, y0, t, *, method: str, tau_samples=None, hold: bool = False, rtol, atol,
-          max_step=math.inf, max_steps: int = 100_000, jit_compile: bool | None = None,
-          dtype=None) -> AdaptiveSolution:
+def solve(
+    system,
+    y0,
+    t,
+    *,
+    method: str,
+    tau_samples=None,
+    hold: bool = False,
+    rtol,
+    atol,
+    max_step=math.inf,
+    max_steps: int = 100_000,
+    jit_compile: bool | None = None,
+    dtype=None,
+) -> AdaptiveSolution:
     """Integrate a batch adaptively with the compiled pair ``method`` (see the module docstring).
 
     Parameters
@@ -154,24 +165,29 @@ def solve(system, y0, t, *, method: str, tau_samples=None, hold: bool = False, r
     batch = tf.shape(y0)[0]
     rtol = tf.broadcast_to(tf.cast(rtol, dtype), [batch])
     atol = tf.broadcast_to(tf.cast(atol, dtype), [batch])
-    symbolic = not tf.executing_eagerly() or any(
-        isinstance(x, tf.Tensor) and not hasattr(x, "numpy") for x in (y0, t))
+    symbolic = not tf.executing_eagerly() or any(isinstance(x, tf.Tensor) and not hasattr(x, "numpy") for x in (y0, t))
     if jit_compile is None:
         jit_compile = not symbolic and not _runtime.tape_may_record()
     has_tau = tau_samples is not None
-    run = _compiled(system, tab, n=n, dtype=dtype, has_tau=has_tau, hold=bool(hold),
-                    jit=bool(jit_compile))
+    run = _compiled(system, tab, n=n, dtype=dtype, has_tau=has_tau, hold=bool(hold), jit=bool(jit_compile))
     args = [y0, t]
     if has_tau:
         args.append(tf.cast(tau_samples, dtype))
-    args += [rtol, atol, tf.constant(min(float(max_step), 1e300), dtype),
-             tf.constant(int(max_steps), tf.int32)]
+    args += [rtol, atol, tf.constant(min(float(max_step), 1e300), dtype), tf.constant(int(max_steps), tf.int32)]
     Y, qdd, energy, failed_at, status, n_acc, n_rej, nfev = run(*args)
-    tau_all = (tf.cast(tau_samples, dtype) if has_tau
-               else tf.zeros(tf.concat([tf.shape(Y)[:2], [n]], axis=0), dtype))
-    return AdaptiveSolution(q=Y[..., :n], qd=Y[..., n:], qdd=qdd, tau=tau_all, energy=energy,
-                            failed_at=failed_at, status=status, n_accepted=n_acc,
-                            n_rejected=n_rej, nfev=nfev)
+    tau_all = tf.cast(tau_samples, dtype) if has_tau else tf.zeros(tf.concat([tf.shape(Y)[:2], [n]], axis=0), dtype)
+    return AdaptiveSolution(
+        q=Y[..., :n],
+        qd=Y[..., n:],
+        qdd=qdd,
+        tau=tau_all,
+        energy=energy,
+        failed_at=failed_at,
+        status=status,
+        n_accepted=n_acc,
+        n_rejected=n_rej,
+        nfev=nfev,
+    )
 
 
 def _cached(system, key, build):
@@ -193,8 +209,7 @@ def _compiled(system, tab, *, n, dtype, has_tau, hold, jit):
         per_system = {}
     if key not in per_system:
         _check_tensor_system(system, tab.name, n=n, dtype=dtype, has_tau=has_tau)
-        per_system[key] = _build(system, tab, n=n, dtype=dtype, has_tau=has_tau, hold=hold,
-                                 jit=jit)
+        per_system[key] = _build(system, tab, n=n, dtype=dtype, has_tau=has_tau, hold=hold, jit=jit)
     return per_system[key]
 
 
@@ -209,17 +224,22 @@ def _check_tensor_system(system, name: str, *, n: int, dtype, has_tau: bool) -> 
         tf.function(probe, input_signature=[spec, spec], autograph=False).get_concrete_function()
     except (TypeError, NotImplementedError, AttributeError, ValueError) as exc:
         raise TypeError(
-                f"method {name!r} integrates in TensorFlow: it needs a system whose "
-                f"acceleration accepts TensorFlow tensors (a learned model, or a system written "
-                f"in TensorFlow); {type(system).__name__}.acceleration failed on tensors "
-                f"({type(exc).__name__}: {exc}). Use a solve_ivp method such as 'DOP853'"
-            ) from exc
+            f"method {name!r} integrates in TensorFlow: it needs a system whose "
+            f"acceleration accepts TensorFlow tensors (a learned model, or a system written "
+            f"in TensorFlow); {type(system).__name__}.acceleration failed on tensors "
+            f"({type(exc).__name__}: {exc}). Use a solve_ivp method such as 'DOP853'"
+        ) from exc
 
 
 def tracing_count(system) -> int:
     """Traces of every compiled solve of ``system`` so far (one per options key when healthy)."""
-    return int(sum(fn.experimental_get_tracing_count() for fn in _CACHE.get(system, {}).values()
-                   if hasattr(fn, "experimental_get_tracing_count")))
+    return int(
+        sum(
+            fn.experimental_get_tracing_count()
+            for fn in _CACHE.get(system, {}).values()
+            if hasattr(fn, "experimental_get_tracing_count")
+        )
+    )
 
 
 # ----------------------------------------------------------------------------- the engine
@@ -243,16 +263,16 @@ def _full_tableau(tab):
         S = tab.stages + 1
         size = S + tab.extra_c.shape[0]
         a = np.zeros((size, size))
-        a[:tab.stages, :tab.stages] = tab.a
-        a[tab.stages, :tab.stages] = tab.b  # the derivative at y_new is a stage too
+        a[: tab.stages, : tab.stages] = tab.a
+        a[tab.stages, : tab.stages] = tab.b  # the derivative at y_new is a stage too
         c = np.zeros(size)
-        c[:tab.stages] = tab.c
+        c[: tab.stages] = tab.c
         c[tab.stages] = 1.0
     for j, (row, cj) in enumerate(zip(tab.extra_a, tab.extra_c)):
-        a[S + j, :row.shape[0]] = row[:size]
+        a[S + j, : row.shape[0]] = row[:size]
         c[S + j] = cj
     b = np.zeros(S)
-    b[:tab.stages] = tab.b
+    b[: tab.stages] = tab.b
     return a, c, b, S
 
 
@@ -278,8 +298,7 @@ class _Kernels:
         """``[qd, qdd]`` at the times ``s (B,)`` and states ``y (B, 2n)``."""
         n = self.n
         q, qd = y[:, :n], y[:, n:]
-        qdd = (self.system.acceleration(q, qd, self.force(s)) if self.has_tau
-               else self.system.acceleration(q, qd))
+        qdd = self.system.acceleration(q, qd, self.force(s)) if self.has_tau else self.system.acceleration(q, qd)
         return tf.concat([qd, tf.cast(qdd, self.dtype)], axis=1)
 
     def finite_rows(self, *xs):
@@ -320,8 +339,11 @@ def _initial_step(rhs, finite_rows, y0, t0, t_end, rtol, atol, max_step, *, k_ex
     h0 = tf.minimum(h0, span)
     f1 = rhs(t0 + h0, y0 + h0[:, None] * f0)
     d2 = _rms((f1 - f0) / scale0) / h0
-    h1 = tf.where((d1 <= 1e-15) & (d2 <= 1e-15), tf.maximum(tf.constant(1e-6, dtype), h0 * 1e-3),
-                  (0.01 / tf.maximum(d1, d2)) ** k_exp)
+    h1 = tf.where(
+        (d1 <= 1e-15) & (d2 <= 1e-15),
+        tf.maximum(tf.constant(1e-6, dtype), h0 * 1e-3),
+        (0.01 / tf.maximum(d1, d2)) ** k_exp,
+    )
     h_init = tf.minimum(tf.minimum(100 * h0, h1), tf.minimum(span, max_step))
     ok0 = finite_rows(y0, f0)
     h_init = tf.stop_gradient(tf.where(ok0 & tf.math.is_finite(h_init), h_init, span))
@@ -340,6 +362,7 @@ def _dense_values(tab, stages, y, y_new, K, h, tcur, *, S, size, dtype):
         def value(theta):
             powers = tf.math.cumprod(tf.tile(theta[:, None], [1, d]), axis=1)  # (B, d)
             return y + tf.einsum("bd,dbm->bm", powers, Q)
+
         return value
     K = stages(K, y, h, tcur, S, size)  # DOP853's three extra stages
     f_old, f_new = K[0], K[S - 1]
@@ -354,6 +377,7 @@ def _dense_values(tab, stages, y, y_new, K, h, tcur, *, S, size, dtype):
         for i, f in enumerate(reversed(F)):
             acc = (acc + f) * (x if i % 2 == 0 else 1 - x)
         return y + acc
+
     return value
 
 
@@ -437,25 +461,22 @@ def _build(system, tab, *, n, dtype, has_tau, hold, jit):
         B, T = tf.shape(y0)[0], tf.shape(t)[0]
         t0, t_end = t[0], t[-1]
         rows = tf.range(B)
-        kern = _Kernels(system, n=n, dtype=dtype, has_tau=has_tau, hold=hold, t=t, tau_s=tau_s,
-                        A=A, C=C, B=B)
+        kern = _Kernels(system, n=n, dtype=dtype, has_tau=has_tau, hold=hold, t=t, tau_s=tau_s, A=A, C=C, B=B)
         rhs, finite_rows, combine, stages = kern.rhs, kern.finite_rows, kern.combine, kern.stages
 
-        h_init, f0, status0, failed_at0 = _initial_step(rhs, finite_rows, y0, t0, t_end, rtol, atol,
-                                                        max_step, k_exp=k_exp, dtype=dtype, B=B)
+        h_init, f0, status0, failed_at0 = _initial_step(
+            rhs, finite_rows, y0, t0, t_end, rtol, atol, max_step, k_exp=k_exp, dtype=dtype, B=B
+        )
         nan = tf.constant(math.nan, dtype)
-        out0 = tf.concat([y0[:, tf.newaxis, :],
-                          tf.fill(tf.stack([B, T - 1, m]), nan)], axis=1)  # (B, T, 2n)
+        out0 = tf.concat([y0[:, tf.newaxis, :], tf.fill(tf.stack([B, T - 1, m]), nan)], axis=1)  # (B, T, 2n)
 
-        def step(i, tcur, h, y, f, err_prev, rejected, status, failed_at, k_next, out, n_acc,
-                 n_rej, nfev):
+        def step(i, tcur, h, y, f, err_prev, rejected, status, failed_at, k_next, out, n_acc, n_rej, nfev):
             running = tf.equal(status, _RUNNING)
             left = t_end - tcur
             last = h >= left * (1 - 4 * eps)
             h_step = tf.where(running, tf.where(last, left, h), tf.zeros_like(h))
             hb = h_step[:, None]
-            K = tf.tensor_scatter_nd_update(tf.zeros(tf.stack([size, B, m]), dtype), [[0]],
-                                            f[tf.newaxis])
+            K = tf.tensor_scatter_nd_update(tf.zeros(tf.stack([size, B, m]), dtype), [[0]], f[tf.newaxis])
             K = stages(K, y, h_step, tcur, 1, S)
             y_new = y + hb * combine(b_w, K[:S])
             f_new = K[S - 1]
@@ -465,11 +486,13 @@ def _build(system, tab, *, n, dtype, has_tau, hold, jit):
             else:
                 e5 = combine(E[:, 0], K[:S]) / scale
                 e3 = combine(E[:, 1], K[:S]) / scale
-                s5, s3 = tf.reduce_sum(e5 ** 2, axis=1), tf.reduce_sum(e3 ** 2, axis=1)
+                s5, s3 = tf.reduce_sum(e5**2, axis=1), tf.reduce_sum(e3**2, axis=1)
                 denom = s5 + 0.01 * s3
-                norm = tf.where(denom > 0, tf.abs(h_step) * s5
-                                / tf.sqrt(tf.where(denom > 0, denom, tf.ones_like(denom)) * m),
-                                tf.zeros_like(denom))
+                norm = tf.where(
+                    denom > 0,
+                    tf.abs(h_step) * s5 / tf.sqrt(tf.where(denom > 0, denom, tf.ones_like(denom)) * m),
+                    tf.zeros_like(denom),
+                )
             norm = tf.stop_gradient(norm)
             finite = finite_rows(y_new, f_new) & tf.math.is_finite(norm)
             norm = tf.where(finite, norm, tf.fill([B], tf.constant(math.inf, dtype)))
@@ -479,8 +502,7 @@ def _build(system, tab, *, n, dtype, has_tau, hold, jit):
             grow = c_safety * safe ** (-_BETA1 * k_exp) * err_prev ** (_BETA2 * k_exp)
             grow = tf.clip_by_value(grow, c_min, c_max)
             grow = tf.where(rejected, tf.minimum(grow, c_one), grow)
-            shrink = tf.where(finite, tf.maximum(c_min, c_safety * safe ** (-k_exp)),
-                              tf.fill([B], c_nonfinite))
+            shrink = tf.where(finite, tf.maximum(c_min, c_safety * safe ** (-k_exp)), tf.fill([B], c_nonfinite))
             h_next = tf.minimum(h_step * tf.where(accept, grow, shrink), max_step)
             h_next = tf.stop_gradient(tf.where(running, h_next, h))
             t_new = tf.where(accept, tf.where(last, t_end, tcur + h_step), tcur)
@@ -491,8 +513,7 @@ def _build(system, tab, *, n, dtype, has_tau, hold, jit):
             needs = tf.reduce_any(accept & (k_next < T) & (tf.gather(t, kk) <= t_new))
 
             def with_samples():
-                value = _dense_values(tab, stages, y, y_new, K, h_step, tcur, S=S, size=size,
-                                      dtype=dtype)
+                value = _dense_values(tab, stages, y, y_new, K, h_step, tcur, S=S, size=size, dtype=dtype)
                 return _fill(out, k_next, value, accept, tcur, t_new, h_step, t=t, rows=rows)
 
             out, k_next = tf.cond(needs, with_samples, lambda: (out, k_next))
@@ -502,35 +523,63 @@ def _build(system, tab, *, n, dtype, has_tau, hold, jit):
             status = tf.where(done, _DONE, status)
             status = tf.where(too_small, tf.where(finite, _TOO_SMALL, _NONFINITE), status)
             failed_at = tf.where(too_small, tcur, failed_at)
-            return (i + 1, t_new, h_next, tf.where(acc, y_new, y), tf.where(acc, f_new, f),
-                    tf.where(accept, tf.maximum(norm, c_floor), err_prev),
-                    tf.where(running, ~accept, rejected), status, failed_at, k_next, out,
-                    n_acc + tf.cast(accept, tf.int32), n_rej + tf.cast(running & ~accept, tf.int32),
-                    nfev + (S - 1) + extra)
+            return (
+                i + 1,
+                t_new,
+                h_next,
+                tf.where(acc, y_new, y),
+                tf.where(acc, f_new, f),
+                tf.where(accept, tf.maximum(norm, c_floor), err_prev),
+                tf.where(running, ~accept, rejected),
+                status,
+                failed_at,
+                k_next,
+                out,
+                n_acc + tf.cast(accept, tf.int32),
+                n_rej + tf.cast(running & ~accept, tf.int32),
+                nfev + (S - 1) + extra,
+            )
 
         def cond(i, tcur, h, y, f, err_prev, rejected, status, *_):
             return (i < max_steps) & tf.reduce_any(tf.equal(status, _RUNNING))
 
         zeros_i = tf.zeros([B], tf.int32)
-        init = (tf.constant(0), tf.fill([B], t0), h_init, y0, f0, tf.ones([B], dtype),
-                tf.zeros([B], tf.bool), status0, failed_at0, tf.ones([B], tf.int32), out0,
-                zeros_i, zeros_i, tf.constant(2, tf.int32))
+        init = (
+            tf.constant(0),
+            tf.fill([B], t0),
+            h_init,
+            y0,
+            f0,
+            tf.ones([B], dtype),
+            tf.zeros([B], tf.bool),
+            status0,
+            failed_at0,
+            tf.ones([B], tf.int32),
+            out0,
+            zeros_i,
+            zeros_i,
+            tf.constant(2, tf.int32),
+        )
         final = tf.while_loop(cond, step, init)
         _, tcur, _, _, _, _, _, status, failed_at, _, out, n_acc, n_rej, nfev = final
         over = tf.equal(status, _RUNNING)
         status = tf.where(over, _MAX_STEPS, status)
         failed_at = tf.where(over, tcur, failed_at)
-        qdd, energy = _at_samples(system, out, y0, tau_s, n=n, dtype=dtype, has_tau=has_tau,
-                                  has_energy=has_energy)
+        qdd, energy = _at_samples(system, out, y0, tau_s, n=n, dtype=dtype, has_tau=has_tau, has_energy=has_energy)
         return out, qdd, energy, failed_at, status, n_acc, n_rej, nfev
 
     signature = [tf.TensorSpec([None, m], dtype), tf.TensorSpec([None], dtype)]
     if has_tau:
         signature.append(tf.TensorSpec([None, None, n], dtype))
-    signature += [tf.TensorSpec([None], dtype), tf.TensorSpec([None], dtype),
-                  tf.TensorSpec([], dtype), tf.TensorSpec([], tf.int32)]
-    return tf.function(_runtime.xla_body(run), input_signature=signature, jit_compile=jit,
-                       autograph=False, reduce_retracing=True)
+    signature += [
+        tf.TensorSpec([None], dtype),
+        tf.TensorSpec([None], dtype),
+        tf.TensorSpec([], dtype),
+        tf.TensorSpec([], tf.int32),
+    ]
+    return tf.function(
+        _runtime.xla_body(run), input_signature=signature, jit_compile=jit, autograph=False, reduce_retracing=True
+    )
 
 
 # ----------------------------------------------------------------------------- lnn.rollout
@@ -548,8 +597,10 @@ def compiled_rollout(problem, *, max_steps: int, progress=None):
 
     torque = problem.torque
     if torque.controller is not None:
-        raise TypeError(f"method {problem.method!r} takes tau as samples on t (or None); a "
-                        "controller tau(t, q, qd) needs a solve_ivp method such as 'DOP853'")
+        raise TypeError(
+            f"method {problem.method!r} takes tau as samples on t (or None); a "
+            "controller tau(t, q, qd) needs a solve_ivp method such as 'DOP853'"
+        )
     B, n, t = problem.B, problem.n, problem.t
     y0 = problem.y0.reshape(B, 2 * n)
     if t.shape[0] == 1:
@@ -559,32 +610,48 @@ def compiled_rollout(problem, *, max_steps: int, progress=None):
     dtype = _rollout_dtype(problem.system)
     system, n_np = problem.system, dtype.as_numpy_dtype
     has_tau = torque.samples is not None
-    run = _rollout_caller(system, _tableau(problem.method), n=n, dtype=dtype, has_tau=has_tau,
-                          hold=torque.hold)
+    run = _rollout_caller(system, _tableau(problem.method), n=n, dtype=dtype, has_tau=has_tau, hold=torque.hold)
     args = [y0, t] + ([torque.samples] if has_tau else []) + [problem.rtol, problem.atol]
     args = [_runtime.eager_tensor(np.ascontiguousarray(a, dtype=n_np), dtype) for a in args]
-    args += [_runtime.eager_tensor(np.asarray(min(problem.max_step, 1e300), n_np), dtype),
-             _runtime.eager_tensor(np.asarray(max_steps, np.int32), tf.int32)]
+    args += [
+        _runtime.eager_tensor(np.asarray(min(problem.max_step, 1e300), n_np), dtype),
+        _runtime.eager_tensor(np.asarray(max_steps, np.int32), tf.int32),
+    ]
     Y, qdd, energy, failed_at, status, n_acc, n_rej, nfev = (x.numpy() for x in run(*args))
     failed_at = failed_at.astype(np.float64)
     failures = tuple(
-        Failure(index=int(b), time=float(failed_at[b]),
-                reason=_reason(int(status[b]), float(failed_at[b]), problem.method, max_steps))
-        for b in np.flatnonzero(status != _DONE))
+        Failure(
+            index=int(b),
+            time=float(failed_at[b]),
+            reason=_reason(int(status[b]), float(failed_at[b]), problem.method, max_steps),
+        )
+        for b in np.flatnonzero(status != _DONE)
+    )
     if progress is not None:
         span = float(t[-1] - t[0])
         progress(span, span)
     Y = np.asarray(Y, dtype=np.float64)
-    tau_all = (np.array(torque.samples, dtype=np.float64) if has_tau
-               else np.zeros((B, t.shape[0], n)))
+    tau_all = np.array(torque.samples, dtype=np.float64) if has_tau else np.zeros((B, t.shape[0], n))
     trajectory = Trajectory(
-        t=t, q=np.ascontiguousarray(Y[..., :n]), qd=np.ascontiguousarray(Y[..., n:]),
-        qdd=np.asarray(qdd, dtype=np.float64), tau=tau_all,
-        energy=np.asarray(energy, dtype=np.float64), nfev=int(nfev), method=problem.method,
-        metadata={**_tolerance_metadata(problem), "max_step": problem.max_step,
-                  "max_steps": max_steps, "tau_interpolation": problem.tau_interpolation,
-                  "n_accepted": n_acc.tolist(), "n_rejected": n_rej.tolist()},
-        failed_at=failed_at, failures=failures)
+        t=t,
+        q=np.ascontiguousarray(Y[..., :n]),
+        qd=np.ascontiguousarray(Y[..., n:]),
+        qdd=np.asarray(qdd, dtype=np.float64),
+        tau=tau_all,
+        energy=np.asarray(energy, dtype=np.float64),
+        nfev=int(nfev),
+        method=problem.method,
+        metadata={
+            **_tolerance_metadata(problem),
+            "max_step": problem.max_step,
+            "max_steps": max_steps,
+            "tau_interpolation": problem.tau_interpolation,
+            "n_accepted": n_acc.tolist(),
+            "n_rejected": n_rej.tolist(),
+        },
+        failed_at=failed_at,
+        failures=failures,
+    )
     return trajectory, None
 
 
@@ -595,6 +662,7 @@ def _rollout_caller(system, tab, *, n, dtype, has_tau, hold):
     failed_at, status, n_accepted, n_rejected, nfev)``, past TensorFlow's
     Python dispatch (an eager rollout costs one call).
     """
+
     def build():
         core = _compiled(system, tab, n=n, dtype=dtype, has_tau=has_tau, hold=hold, jit=True)
         return _runtime.fast_caller(core.get_concrete_function())
@@ -610,9 +678,11 @@ def _rollout_dtype(system):
 
 def _reason(status: int, time: float, method: str, max_steps: int) -> str:
     if status == _NONFINITE:
-        return (f"the state or acceleration became non-finite after t = {time:.6g} s ({method}); "
-                "a learned mass matrix that is not positive definite gives NaN accelerations, "
-                "or the system diverged")
+        return (
+            f"the state or acceleration became non-finite after t = {time:.6g} s ({method}); "
+            "a learned mass matrix that is not positive definite gives NaN accelerations, "
+            "or the system diverged"
+        )
     if status == _TOO_SMALL:
         return f"the step size became too small at t = {time:.6g} s ({method})"
     if status == _MAX_STEPS:

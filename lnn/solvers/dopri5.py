@@ -14,7 +14,14 @@ _A = np.zeros((7, 7))
 _A[:6, :5] = RK45.A
 _A[6, :6] = RK45.B
 
-TABLEAU = Tableau(name="dopri5", order=5, error_order=4, a=_A,
-                  b=np.concatenate([RK45.B, [0.0]]), c=np.concatenate([RK45.C, [1.0]]),
-                  fsal=True, error=np.asarray(RK45.E, dtype=np.float64)[:, None],
-                  dense=np.asarray(RK45.P, dtype=np.float64))
+TABLEAU = Tableau(
+    name="dopri5",
+    order=5,
+    error_order=4,
+    a=_A,
+    b=np.concatenate([RK45.B, [0.0]]),
+    c=np.concatenate([RK45.C, [1.0]]),
+    fsal=True,
+    error=np.asarray(RK45.E, dtype=np.float64)[:, None],
+    dense=np.asarray(RK45.P, dtype=np.float64),
+)

@@ -55,22 +55,24 @@ def _split(callbacks) -> tuple[list, list]:
     try:
         callbacks = list(callbacks)
     except TypeError:
-        raise TypeError(f"callbacks must be a sequence of callbacks, got "
-                        f"{type(callbacks).__name__}") from None
+        raise TypeError(f"callbacks must be a sequence of callbacks, got {type(callbacks).__name__}") from None
     plain, objects = [], []
     for i, callback in enumerate(callbacks):
         if isinstance(callback, _LEARNING_RATE_CALLBACKS):
             raise ValueError(
                 f"callbacks[{i}] is a keras.callbacks.{type(callback).__name__}, but fit sets the "
                 "learning rate before every step from its own schedule (schedule=, learning_rate=, "
-                "final_learning_rate=, warmup=), which would override it")
+                "final_learning_rate=, warmup=), which would override it"
+            )
         if isinstance(callback, keras.callbacks.Callback):
             objects.append(callback)
         elif callable(callback):
             plain.append(callback)
         else:
-            raise TypeError(f"callbacks[{i}] must be a callable callback(epoch, logs) or a "
-                            f"keras.callbacks.Callback, got {type(callback).__name__}")
+            raise TypeError(
+                f"callbacks[{i}] must be a callable callback(epoch, logs) or a "
+                f"keras.callbacks.Callback, got {type(callback).__name__}"
+            )
     return plain, objects
 
 
@@ -99,7 +101,7 @@ class Callbacks:
         self.logs = None
         self._previous = _MISSING
 
-    def __enter__(self) -> "Callbacks":
+    def __enter__(self) -> Callbacks:
         if self.objects:
             # Keras's callbacks read model.optimizer (BackupAndRestore saves and restores its
             # state with the weights; TensorBoard logs its learning rate). Set without TF

@@ -73,13 +73,10 @@ class Checkpoints:
         with strategy.scope():
             self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
             seed_var = tf.Variable(self.seed, dtype=tf.int64, trainable=False)
-        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=self.epoch,
-                                              seed=seed_var)
-        self.latest = tf.train.CheckpointManager(self.checkpoint, str(self.directory / "latest"),
-                                                 max_to_keep=2)
+        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=self.epoch, seed=seed_var)
+        self.latest = tf.train.CheckpointManager(self.checkpoint, str(self.directory / "latest"), max_to_keep=2)
         self.best_checkpoint = tf.train.Checkpoint(model=model)
-        self.best = tf.train.CheckpointManager(self.best_checkpoint, str(self.directory / "best"),
-                                               max_to_keep=1)
+        self.best = tf.train.CheckpointManager(self.best_checkpoint, str(self.directory / "best"), max_to_keep=1)
 
     @property
     def history_file(self) -> Path:
@@ -125,5 +122,4 @@ class Checkpoints:
         if improved:
             self.best.save(checkpoint_number=epoch)
         self.latest.save(checkpoint_number=epoch)
-        self.history_file.write_text(json.dumps(
-            {**record.state(), "best_loss": best.loss, "best_epoch": best.epoch}))
+        self.history_file.write_text(json.dumps({**record.state(), "best_loss": best.loss, "best_epoch": best.epoch}))

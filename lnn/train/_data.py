@@ -14,8 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["Pipeline", "TrainingData", "arrays", "prepare", "rollout_windows", "split",
-           "validation_split"]
+__all__ = ["Pipeline", "TrainingData", "arrays", "prepare", "rollout_windows", "split", "validation_split"]
 
 _KEYS = ("q", "qd", "qdd", "tau")
 
@@ -25,9 +24,7 @@ def arrays(data, name: str) -> dict[str, np.ndarray]:
     try:
         out = {k: np.asarray(getattr(data, k), dtype=np.float64) for k in _KEYS}
     except AttributeError as exc:
-        raise TypeError(
-            f"{name} must be an lnn.Dataset (with q, qd, qdd, tau), got {type(data).__name__}"
-        ) from exc
+        raise TypeError(f"{name} must be an lnn.Dataset (with q, qd, qdd, tau), got {type(data).__name__}") from exc
     shape = out["q"].shape
     if len(shape) != 2 or shape[0] == 0:
         raise ValueError(f"{name}.q must have shape (N, n) with N > 0, got {shape}")
@@ -37,19 +34,17 @@ def arrays(data, name: str) -> dict[str, np.ndarray]:
     ids = getattr(data, "trajectory", None)
     if ids is None:
         ids = getattr(data, "trajectory_ids", None)
-    out["trajectory"] = (np.zeros(shape[0], dtype=np.int64) if ids is None
-                         else np.asarray(ids).astype(np.int64).reshape(shape[0]))
-    out["t"] = np.asarray(getattr(data, "t", np.arange(shape[0], dtype=np.float64)),
-                          dtype=np.float64).reshape(shape[0])
+    out["trajectory"] = (
+        np.zeros(shape[0], dtype=np.int64) if ids is None else np.asarray(ids).astype(np.int64).reshape(shape[0])
+    )
+    out["t"] = np.asarray(getattr(data, "t", np.arange(shape[0], dtype=np.float64)), dtype=np.float64).reshape(shape[0])
     return out
 
 
 def split(dataset, validation, seed: int):
     """``(train, validation or None)`` from fit's ``validation`` argument."""
     if not all(hasattr(dataset, k) for k in _KEYS):
-        raise TypeError(
-            f"dataset must be an lnn.Dataset (with q, qd, qdd, tau), got {type(dataset).__name__}"
-        )
+        raise TypeError(f"dataset must be an lnn.Dataset (with q, qd, qdd, tau), got {type(dataset).__name__}")
     if validation is None:
         return dataset, None
     if isinstance(validation, (float, np.floating)) and not isinstance(validation, bool):
@@ -57,16 +52,12 @@ def split(dataset, validation, seed: int):
         if not 0.0 < fraction < 1.0:
             raise ValueError(f"validation fraction must be in (0, 1), got {validation!r}")
         if not hasattr(dataset, "split"):
-            raise TypeError(
-                f"validation={validation!r} needs a dataset with split(), got {type(dataset).__name__}"
-            )
+            raise TypeError(f"validation={validation!r} needs a dataset with split(), got {type(dataset).__name__}")
         parts = validation_split(dataset, fraction, seed=seed)
         return parts.train, parts.validation
     if hasattr(validation, "q"):
         return dataset, validation
-    raise TypeError(
-        f"validation must be a Dataset, a fraction in (0, 1) or None, got {type(validation).__name__}"
-    )
+    raise TypeError(f"validation must be a Dataset, a fraction in (0, 1) or None, got {type(validation).__name__}")
 
 
 def validation_split(dataset, fraction: float, *, seed: int, stacklevel: int = 5):
@@ -105,7 +96,10 @@ def validation_split(dataset, fraction: float, *, seed: int, stacklevel: int = 5
         warnings.warn(
             f"validation={fraction!r}: the dataset has {dataset.n_trajectories} trajectory(ies), "
             f"fewer than 1/{fraction!r}, so the validation set is made of time blocks: "
-            f"{parts.describe()}", TimeSplitWarning, stacklevel=stacklevel)
+            f"{parts.describe()}",
+            TimeSplitWarning,
+            stacklevel=stacklevel,
+        )
     return parts
 
 
@@ -198,7 +192,8 @@ def _dataset(arrays: dict, index: np.ndarray, batch_size: int, dtype, windows, h
         starts = windows[index]
         span = starts[:, None] + np.arange(horizon + 1)[None, :]
         tensors = tuple(arrays[k][starts].astype(np_dtype) for k in _KEYS) + tuple(
-            arrays[k][span].astype(np_dtype) for k in ("q", "qd", "tau"))
+            arrays[k][span].astype(np_dtype) for k in ("q", "qd", "tau")
+        )
     return tf.data.Dataset.from_tensor_slices(tensors).batch(batch_size).prefetch(tf.data.AUTOTUNE)
 
 
@@ -226,7 +221,8 @@ class Pipeline:
 
     def _distribute(self, arrays: dict, windows, index: np.ndarray):
         return self.strategy.experimental_distribute_dataset(
-            _dataset(arrays, index, self.batch_size, self.dtype, windows, self.data.horizon))
+            _dataset(arrays, index, self.batch_size, self.dtype, windows, self.data.horizon)
+        )
 
     @property
     def element_spec(self):
@@ -236,8 +232,9 @@ class Pipeline:
 
     def epoch(self, epoch: int, *, shuffle: bool, seed: int):
         """The training batches of ``epoch``, shuffled by ``(seed, epoch)`` when ``shuffle``."""
-        order = (np.random.default_rng([int(seed), epoch]).permutation(self.n_train) if shuffle
-                 else np.arange(self.n_train))
+        order = (
+            np.random.default_rng([int(seed), epoch]).permutation(self.n_train) if shuffle else np.arange(self.n_train)
+        )
         return self._distribute(self.data.train, self.data.windows, order)
 
     def validation(self):

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -177,37 +178,66 @@ def fit(
     if isinstance(loss, str) and loss == "auto":
         loss = _identifiability.default_loss(dataset, model)
     options = _options.check(
-        loss=loss, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
-        time_limit=time_limit, clipnorm=clipnorm, patience=patience, horizon=horizon,
-        min_delta=min_delta, schedule=schedule, final_learning_rate=final_learning_rate,
-        warmup=warmup, initialization=initialization)
+        loss=loss,
+        epochs=epochs,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        time_limit=time_limit,
+        clipnorm=clipnorm,
+        patience=patience,
+        horizon=horizon,
+        min_delta=min_delta,
+        schedule=schedule,
+        final_learning_rate=final_learning_rate,
+        warmup=warmup,
+        initialization=initialization,
+    )
     _model.require_callable(model)
     clock = Clock(time_limit=options.time_limit, epochs=options.epochs)
-    data = _data.prepare(dataset, validation, seed=seed, horizon=options.horizon,
-                         rollout=options.rollout)
+    data = _data.prepare(dataset, validation, seed=seed, horizon=options.horizon, rollout=options.rollout)
     _identifiability.check(options.weights, data.train["tau"])
-    strategy, dtype = _model.prepare(model, data, strategy=strategy, adapt=adapt,
-                                     initialization=initialization, seed=seed)
+    strategy, dtype = _model.prepare(
+        model, data, strategy=strategy, adapt=adapt, initialization=initialization, seed=seed
+    )
     pipeline = _data.Pipeline(data, batch_size=options.batch_size, dtype=dtype, strategy=strategy)
-    optimizer = make_optimizer(model, strategy, learning_rate=options.schedule.base,
-                               clipnorm=options.clipnorm)
-    trainer = build_trainer(model, options.weights, data=data, signature=pipeline.element_spec,
-                            optimizer=optimizer, strategy=strategy, dtype=dtype, xla=xla)
+    optimizer = make_optimizer(model, strategy, learning_rate=options.schedule.base, clipnorm=options.clipnorm)
+    trainer = build_trainer(
+        model,
+        options.weights,
+        data=data,
+        signature=pipeline.element_spec,
+        optimizer=optimizer,
+        strategy=strategy,
+        dtype=dtype,
+        xla=xla,
+    )
     record = Record(trainer.terms, validation=data.validation is not None)
     best = Best(min_delta=options.min_delta)
-    saver = None if checkpoint_dir is None else Checkpoints(
-        checkpoint_dir, model=model, optimizer=optimizer, seed=seed, strategy=strategy)
+    saver = (
+        None
+        if checkpoint_dir is None
+        else Checkpoints(checkpoint_dir, model=model, optimizer=optimizer, seed=seed, strategy=strategy)
+    )
     first = saver.resume(record, best, restore_best=restore_best) if saver is not None else 0
     clock.offset = record.elapsed
     validation_batches = pipeline.validation()
-    hooks = Callbacks(callbacks, model=model, optimizer=optimizer, epochs=options.epochs,
-                      steps=pipeline.steps_per_epoch)
-    loop = EpochLoop(trainer, pipeline, optimizer=optimizer, schedule=options.schedule, clock=clock,
-                     callbacks=hooks, progress=progress, epochs=options.epochs, shuffle=shuffle,
-                     seed=seed)
+    hooks = Callbacks(
+        callbacks, model=model, optimizer=optimizer, epochs=options.epochs, steps=pipeline.steps_per_epoch
+    )
+    loop = EpochLoop(
+        trainer,
+        pipeline,
+        optimizer=optimizer,
+        schedule=options.schedule,
+        clock=clock,
+        callbacks=hooks,
+        progress=progress,
+        epochs=options.epochs,
+        shuffle=shuffle,
+        seed=seed,
+    )
     stopped = "epochs"
-    with EpochLogs(csv_log=csv_log, tensorboard_dir=tensorboard_dir, resume=len(record) > 0) as logs, \
-            hooks:
+    with EpochLogs(csv_log=csv_log, tensorboard_dir=tensorboard_dir, resume=len(record) > 0) as logs, hooks:
         first = hooks.train_begin(first)
         epochs = itertools.count(first) if options.epochs is None else range(first, options.epochs)
         for epoch in epochs:
@@ -218,8 +248,13 @@ def fit(
             hooks.epoch_begin(epoch)
             means, cut = loop.run(epoch, record.message(epoch))
             val_means = trainer.eval_sums(validation_batches) if validation_batches is not None else None
-            row = record.add(epoch, lr=float(np.asarray(optimizer.learning_rate)), time=clock.stamp(),
-                             train=means, validation=val_means)
+            row = record.add(
+                epoch,
+                lr=float(np.asarray(optimizer.learning_rate)),
+                time=clock.stamp(),
+                train=means,
+                validation=val_means,
+            )
             improved = best.update(epoch, (val_means or means)["total"], model)
             if saver is not None:
                 saver.save(epoch, record, best, improved=improved)
@@ -239,5 +274,10 @@ def fit(
         if restore_best:
             best.restore(model)
         hooks.train_end()
-    return record.history(best_epoch=best.epoch, best_loss=best.loss, stopped_reason=stopped,
-                          traces=trainer.traces, weights=options.weights)
+    return record.history(
+        best_epoch=best.epoch,
+        best_loss=best.loss,
+        stopped_reason=stopped,
+        traces=trainer.traces,
+        weights=options.weights,
+    )

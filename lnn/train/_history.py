@@ -127,8 +127,7 @@ class Record:
 
     def row(self, i: int) -> dict:
         """Epoch ``i``: ``epoch, time, lr, train_<term>..., val_<term>...`` (:meth:`History.as_rows`)."""
-        row = {"epoch": int(self.log["epoch"][i]), "time": float(self.log["time"][i]),
-               "lr": float(self.log["lr"][i])}
+        row = {"epoch": int(self.log["epoch"][i]), "time": float(self.log["time"][i]), "lr": float(self.log["lr"][i])}
         row.update({f"train_{k}": float(v[i]) for k, v in self.train.items()})
         row.update({f"val_{k}": float(v[i]) for k, v in self.validation.items()})
         return row
@@ -150,8 +149,7 @@ class Record:
         """Continue the log saved by :meth:`state`."""
         self.log, self.train, self.validation = state["log"], state["train"], state["validation"]
 
-    def history(self, *, best_epoch: int, best_loss: float, stopped_reason: str, traces: int,
-                weights: dict) -> History:
+    def history(self, *, best_epoch: int, best_loss: float, stopped_reason: str, traces: int, weights: dict) -> History:
         """The :class:`History` of the run."""
         return History(
             epoch=np.asarray(self.log["epoch"], dtype=np.int64),
@@ -159,6 +157,9 @@ class Record:
             validation={k: np.asarray(v, dtype=np.float64) for k, v in self.validation.items()},
             lr=np.asarray(self.log["lr"], dtype=np.float64),
             time=np.asarray(self.log["time"], dtype=np.float64),
-            best_epoch=int(best_epoch), best_loss=float(best_loss),
-            stopped_reason=stopped_reason, traces=traces, weights=dict(weights),
+            best_epoch=int(best_epoch),
+            best_loss=float(best_loss),
+            stopped_reason=stopped_reason,
+            traces=traces,
+            weights=dict(weights),
         )

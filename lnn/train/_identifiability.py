@@ -101,14 +101,16 @@ def check(weights: dict, tau, *, stacklevel: int = 3) -> list[str]:
             f"loss term(s) {trivial} on data whose torques are all zero: the Lagrangian L = 0 "
             "fits them exactly (zero inverse dynamics, zero power), so they cannot identify the "
             "system and drive the mass matrix towards zero; train unforced data on "
-            "loss='acceleration', or give data with known torques")
+            "loss='acceleration', or give data with known torques"
+        )
     elif used & set(SCALE_FREE):
         messages.append(
             "the data are unforced (all torques zero): the acceleration/rollout loss fixes the "
             "Lagrangian only up to a factor (c L gives the same accelerations for any c > 0), so "
             "the learned energies, mass matrix, potential and inverse dynamics are in arbitrary "
             "units (the accelerations and trajectories are not); data with known torques fix the "
-            "scale")
+            "scale"
+        )
     for message in messages:
         warnings.warn(message, IdentifiabilityWarning, stacklevel=stacklevel)
     return messages

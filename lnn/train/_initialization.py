@@ -52,14 +52,14 @@ def cranmer_initialization(model, *, seed: int = 0) -> int:
         rows = rng.normal(0.0, 2.2 / math.sqrt(n), (fan_in, int(mlp.hidden[0])))
         offset = 0
         for w in first:
-            w.assign(rows[offset:offset + int(w.shape[0])].astype(w.dtype))
+            w.assign(rows[offset : offset + int(w.shape[0])].astype(w.dtype))
             offset += int(w.shape[0])
         mlp.b_1.assign(np.zeros(mlp.b_1.shape, dtype=mlp.b_1.dtype))
         kernels, biases = list(mlp._raw_kernels), list(mlp._biases)  # no output bias: one fewer
-        _assign_layers([(k, biases[i] if i < len(biases) else None) for i, k in enumerate(kernels)],
-                       rng, start=1)
-    dense = [layer for layer in layers
-             if type(layer).__name__ == "Dense" and getattr(layer, "kernel", None) is not None]
+        _assign_layers([(k, biases[i] if i < len(biases) else None) for i, k in enumerate(kernels)], rng, start=1)
+    dense = [
+        layer for layer in layers if type(layer).__name__ == "Dense" and getattr(layer, "kernel", None) is not None
+    ]
     if not mlps and dense:
         _assign_layers([(d.kernel, d.bias) for d in dense], rng, start=0)
         return 1

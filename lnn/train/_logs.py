@@ -97,7 +97,7 @@ class EpochLogs:
         for writer in self.writers:
             writer.close()
 
-    def __enter__(self) -> "EpochLogs":
+    def __enter__(self) -> EpochLogs:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -34,8 +34,20 @@ class EpochLoop:
     seed : int
     """
 
-    def __init__(self, trainer, pipeline, *, optimizer, schedule, clock, callbacks, progress,
-                 epochs: int | None, shuffle: bool, seed: int) -> None:
+    def __init__(
+        self,
+        trainer,
+        pipeline,
+        *,
+        optimizer,
+        schedule,
+        clock,
+        callbacks,
+        progress,
+        epochs: int | None,
+        shuffle: bool,
+        seed: int,
+    ) -> None:
         self.trainer = trainer
         self.pipeline = pipeline
         self.optimizer = optimizer
@@ -83,7 +95,10 @@ class EpochLoop:
                     f"non-finite loss or gradient at epoch {epoch}, batch {b} (terms {terms}); "
                     "the update was not applied and the model keeps the last good weights. "
                     "Check the data for NaN/inf, or lower learning_rate / clipnorm",
-                    epoch=epoch, batch=b, terms=terms)
+                    epoch=epoch,
+                    batch=b,
+                    terms=terms,
+                )
             if applied and self.progress is not None:
                 self.progress(self.clock.done(epoch + (b + 1) / steps), self.clock.total, message)
             if callbacks.stop_requested:

@@ -9,8 +9,8 @@ Each term is a per-sample value (a tensor of shape ``(B,)``) computed from one
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping
 
 import numpy as np
 import tensorflow as tf
@@ -43,8 +43,17 @@ class Batch:
         :mod:`lnn.mechanics`, a check of the closed form; never in ``fit``).
     """
 
-    def __init__(self, model, tensors, *, scales: Mapping[str, np.ndarray], training: bool,
-                 horizon: int, dt: float, engine: str = "closed-form") -> None:
+    def __init__(
+        self,
+        model,
+        tensors,
+        *,
+        scales: Mapping[str, np.ndarray],
+        training: bool,
+        horizon: int,
+        dt: float,
+        engine: str = "closed-form",
+    ) -> None:
         self.model = model
         self.q, self.qd, self.qdd, self.tau = tensors[:4]
         self.windows = tuple(tensors[4:])
@@ -147,8 +156,7 @@ def _energy(batch: Batch) -> tf.Tensor:
 
 
 def _rollout_scale(train) -> dict:
-    return {"q": _validate.spread(train["q"], center=True),
-            "qd": _validate.spread(train["qd"], center=True)}
+    return {"q": _validate.spread(train["q"], center=True), "qd": _validate.spread(train["qd"], center=True)}
 
 
 def _rollout(batch: Batch) -> tf.Tensor:
@@ -160,19 +168,22 @@ def _rollout(batch: Batch) -> tf.Tensor:
     path = odeint(batch.model, q_win[:, 0], qd_win[:, 0], t, method="rk4", tau=tau_win)
     zq = (path.q[:, 1:] - q_win[:, 1:]) / batch.scales["q"]
     zv = (path.qd[:, 1:] - qd_win[:, 1:]) / batch.scales["qd"]
-    return 0.5 * (tf.reduce_mean(tf.square(zq), axis=[1, 2])
-                  + tf.reduce_mean(tf.square(zv), axis=[1, 2]))
+    return 0.5 * (tf.reduce_mean(tf.square(zq), axis=[1, 2]) + tf.reduce_mean(tf.square(zv), axis=[1, 2]))
 
 
 #: The loss terms by canonical name.
-TERMS: dict[str, LossTerm] = {term.name: term for term in (
-    LossTerm("acceleration-l2", ("acceleration",), _acceleration_l2, _acceleration_scale),
-    LossTerm("acceleration-l1", (), _acceleration_l1, _acceleration_scale),
-    LossTerm("torque", ("inverse-dynamics",), _torque,
-             lambda train: {"tau": _validate.spread(train["tau"], center=True)}),
-    LossTerm("energy", ("power",), _energy, _power_scale),
-    LossTerm("rollout", (), _rollout, _rollout_scale, windows=True),
-)}
+TERMS: dict[str, LossTerm] = {
+    term.name: term
+    for term in (
+        LossTerm("acceleration-l2", ("acceleration",), _acceleration_l2, _acceleration_scale),
+        LossTerm("acceleration-l1", (), _acceleration_l1, _acceleration_scale),
+        LossTerm(
+            "torque", ("inverse-dynamics",), _torque, lambda train: {"tau": _validate.spread(train["tau"], center=True)}
+        ),
+        LossTerm("energy", ("power",), _energy, _power_scale),
+        LossTerm("rollout", (), _rollout, _rollout_scale, windows=True),
+    )
+}
 
 #: Canonical loss terms and the aliases accepted for them (name or alias -> canonical name).
 LOSSES: dict[str, str] = {}

@@ -68,8 +68,22 @@ class Options:
         return any(TERMS[k].windows for k, w in self.weights.items() if w > 0)
 
 
-def check(*, loss, epochs, batch_size, learning_rate, time_limit, clipnorm, patience, horizon,
-          min_delta, schedule, final_learning_rate, warmup, initialization) -> Options:
+def check(
+    *,
+    loss,
+    epochs,
+    batch_size,
+    learning_rate,
+    time_limit,
+    clipnorm,
+    patience,
+    horizon,
+    min_delta,
+    schedule,
+    final_learning_rate,
+    warmup,
+    initialization,
+) -> Options:
     """fit's options as :class:`Options`; ``ValueError``/``TypeError`` naming a bad one."""
     weights = loss_weights(loss)
     time_limit = _validate.positive("time_limit", time_limit, allow_none=True)
@@ -82,6 +96,14 @@ def check(*, loss, epochs, batch_size, learning_rate, time_limit, clipnorm, pati
     schedule = Schedule(schedule, learning_rate, final_learning_rate, warmup)
     if initialization not in INITIALIZATIONS:
         raise ValueError(f"initialization must be None or 'cranmer', got {initialization!r}")
-    return Options(weights=weights, epochs=epochs, batch_size=batch_size, time_limit=time_limit,
-                   clipnorm=clipnorm, patience=patience, horizon=horizon,
-                   min_delta=float(min_delta), schedule=schedule)
+    return Options(
+        weights=weights,
+        epochs=epochs,
+        batch_size=batch_size,
+        time_limit=time_limit,
+        clipnorm=clipnorm,
+        patience=patience,
+        horizon=horizon,
+        min_delta=float(min_delta),
+        schedule=schedule,
+    )

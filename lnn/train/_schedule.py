@@ -12,8 +12,7 @@ __all__ = ["SCHEDULES", "Schedule", "learning_rate"]
 SCHEDULES = ("cosine", "exponential", "constant")
 
 
-def learning_rate(schedule: str, base: float, progress: float, *, final_factor: float,
-                  warmup: float) -> float:
+def learning_rate(schedule: str, base: float, progress: float, *, final_factor: float, warmup: float) -> float:
     """Learning rate at ``progress`` in [0, 1] of the run.
 
     Parameters
@@ -41,7 +40,7 @@ def learning_rate(schedule: str, base: float, progress: float, *, final_factor: 
     p = (progress - warmup) / max(1.0 - warmup, 1e-12)
     if schedule == "cosine":
         return base * (final_factor + (1.0 - final_factor) * 0.5 * (1.0 + math.cos(math.pi * p)))
-    return base * final_factor ** p  # exponential
+    return base * final_factor**p  # exponential
 
 
 @dataclass(frozen=True)
@@ -74,5 +73,4 @@ class Schedule:
 
     def __call__(self, progress: float) -> float:
         """The learning rate at ``progress`` in [0, 1] of the run."""
-        return learning_rate(self.kind, self.base, progress, final_factor=self.final_factor,
-                             warmup=self.warmup)
+        return learning_rate(self.kind, self.base, progress, final_factor=self.final_factor, warmup=self.warmup)

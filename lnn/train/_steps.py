@@ -31,8 +31,11 @@ def use_xla(model, weights: dict, xla: bool | None) -> bool:
     """
     if xla is not None:
         return bool(xla)
-    return (bool(getattr(model, "xla", False)) and getattr(model, "kind", None) == "kinetic-potential"
-            and weights.get("rollout", 0.0) <= 0)
+    return (
+        bool(getattr(model, "xla", False))
+        and getattr(model, "kind", None) == "kinetic-potential"
+        and weights.get("rollout", 0.0) <= 0
+    )
 
 
 def make_optimizer(model, strategy, *, learning_rate: float, clipnorm: float | None):
@@ -43,8 +46,7 @@ def make_optimizer(model, strategy, *, learning_rate: float, clipnorm: float | N
     return optimizer
 
 
-def build_trainer(model, weights: dict, *, data, signature, optimizer, strategy, dtype,
-                  xla: bool | None) -> "_Trainer":
+def build_trainer(model, weights: dict, *, data, signature, optimizer, strategy, dtype, xla: bool | None) -> _Trainer:
     """fit's :class:`_Trainer` for ``data`` (a ``TrainingData``): the terms' scales, the XLA rule.
 
     The accelerations come from the networks' closed form, not from nested
@@ -52,9 +54,19 @@ def build_trainer(model, weights: dict, *, data, signature, optimizer, strategy,
     every weight update (``tests/test_train.py`` counts the compilations).
     """
     terms = [k for k, w in weights.items() if w > 0]
-    return _Trainer(model, weights, n=data.n, dtype=dtype, scales=term_scales(terms, data.train),
-                    strategy=strategy, optimizer=optimizer, horizon=data.horizon, dt=data.dt,
-                    signature=signature, jit_compile=use_xla(model, weights, xla))
+    return _Trainer(
+        model,
+        weights,
+        n=data.n,
+        dtype=dtype,
+        scales=term_scales(terms, data.train),
+        strategy=strategy,
+        optimizer=optimizer,
+        horizon=data.horizon,
+        dt=data.dt,
+        signature=signature,
+        jit_compile=use_xla(model, weights, xla),
+    )
 
 
 class _Trainer:
@@ -90,9 +102,22 @@ class _Trainer:
         every weight update.
     """
 
-    def __init__(self, model, weights, *, n: int, dtype, scales: dict, strategy,
-                 optimizer, horizon: int, dt: float, signature, jit_compile: bool = False,
-                 engine: str = "closed-form") -> None:
+    def __init__(
+        self,
+        model,
+        weights,
+        *,
+        n: int,
+        dtype,
+        scales: dict,
+        strategy,
+        optimizer,
+        horizon: int,
+        dt: float,
+        signature,
+        jit_compile: bool = False,
+        engine: str = "closed-form",
+    ) -> None:
         self.model = model
         self.engine = engine
         self.weights = weights
@@ -112,16 +137,21 @@ class _Trainer:
         self.jit_compile = bool(jit_compile)
         local = _runtime.xla_body(self.local_gradients) if self.jit_compile else self.local_gradients
         self._local = tf.function(local, jit_compile=self.jit_compile, autograph=False)
-        self._train = tf.function(self._distributed_train, input_signature=self.signature,
-                                  autograph=False)
-        self._eval = tf.function(self._distributed_eval, input_signature=self.signature,
-                                 autograph=False)
+        self._train = tf.function(self._distributed_train, input_signature=self.signature, autograph=False)
+        self._eval = tf.function(self._distributed_eval, input_signature=self.signature, autograph=False)
         self._train_call = self._eval_call = None  # compiled on first use (see _caller)
 
     def _replica_sums(self, batch, training: bool):
         """Sum over the local batch of each term, and the local batch size."""
-        view = Batch(self.model, batch, scales=self.scales, training=training,
-                     horizon=self.horizon, dt=self.dt, engine=self.engine)
+        view = Batch(
+            self.model,
+            batch,
+            scales=self.scales,
+            training=training,
+            horizon=self.horizon,
+            dt=self.dt,
+            engine=self.engine,
+        )
         sums = {k: tf.reduce_sum(TERMS[k].value(view)) for k in self.terms}
         return sums, tf.cast(view.rows, self.dtype)
 
@@ -192,8 +222,7 @@ class _Trainer:
         core); under a multi-replica strategy (per-replica values) it is called
         as it is.
         """
-        if tf.distribute.has_strategy() or not all(
-                isinstance(spec, tf.TensorSpec) for spec in self.signature):
+        if tf.distribute.has_strategy() or not all(isinstance(spec, tf.TensorSpec) for spec in self.signature):
             return function
         return _runtime.fast_caller(function.get_concrete_function())
 

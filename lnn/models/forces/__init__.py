@@ -27,22 +27,24 @@ The dissipative terms satisfy ``qd . f <= 0`` for every state.
 
 from __future__ import annotations
 
+import importlib
 from typing import ClassVar
 
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["FORCES", "FRICTION_VELOCITY", "Force", "NumpyForce", "force_names", "friction_names",
-           "register_force"]
+__all__ = ["FORCES", "FRICTION_VELOCITY", "Force", "NumpyForce", "force_names", "friction_names", "register_force"]
 
 #: Default smoothing velocity ``v0`` of the Coulomb term ``c tanh(qd / v0)`` (rad/s or m/s):
 #: below the velocity noise of joint encoders differentiated at 0.1-1 kHz, above its quantisation.
 FRICTION_VELOCITY = 0.01
 
 
-def softplus_inverse(value: float) -> float:
-    """``x`` with ``softplus(x) = value`` (``value > 0``)."""
-    return float(np.log(np.expm1(value)))
+def softplus_inverse(value):
+    """``x`` with ``softplus(x) = value`` (``value > 0``): ``value + log(1 - exp(-value))``, stable for any size."""
+    value = np.asarray(value, np.float64)
+    out = value + np.log(-np.expm1(-value))
+    return float(out) if out.ndim == 0 else out
 
 
 class NumpyForce:
@@ -100,13 +102,9 @@ def register_force(cls: type) -> type:
     ValueError
         If another force holds that name.
     """
-    if not (isinstance(cls, type) and issubclass(cls, Force)) or not cls.name:
-        raise TypeError(f"a force must be a named lnn.models.forces.Force subclass, got {cls!r}")
-    other = FORCES.get(cls.name)
-    if other is not None and other is not cls:
-        raise ValueError(f"force {cls.name!r} is already registered ({other.__module__}.{other.__qualname__})")
-    FORCES[cls.name] = cls
-    return cls
+    from lnn.models.registry import register_named
+
+    return register_named(FORCES, cls, base=Force, what="force")
 
 
 def force_names() -> tuple[str, ...]:
@@ -142,8 +140,10 @@ def friction_names(friction) -> tuple[str, ...]:
     allowed = tuple(name for name in FORCES if name != "damping")
     unknown = [name for name in names if name not in allowed]
     if unknown:
-        raise ValueError(f"friction must be None or terms joined by '+' out of {allowed}; got "
-                         f"{friction!r} (unknown: {', '.join(map(repr, unknown))})")
+        raise ValueError(
+            f"friction must be None or terms joined by '+' out of {allowed}; got "
+            f"{friction!r} (unknown: {', '.join(map(repr, unknown))})"
+        )
     return tuple(name for name in allowed if name in names)
 
 
@@ -158,7 +158,7 @@ def joint_vector(model, name: str, value: float, *, positive: bool):
 def assign_positive(var, values) -> None:
     """Set a softplus-raw variable so that ``softplus(var) = values`` (``values > 0``, clipped at 1e-12)."""
     values = np.maximum(np.asarray(values, np.float64), 1e-12)
-    var.assign(np.log(np.expm1(values)).astype(np.dtype(str(var.dtype))))
+    var.assign(softplus_inverse(values).astype(np.dtype(str(var.dtype))))
 
 
 def positive(var):
@@ -166,8 +166,7 @@ def positive(var):
     return tf.nn.softplus(var)
 
 
-# Registration order = the order of the terms in ``friction=`` and of their variables.
-from lnn.models.forces import damping  # noqa: E402,F401
-from lnn.models.forces import viscous  # noqa: E402,F401
-from lnn.models.forces import coulomb  # noqa: E402,F401
-from lnn.models.forces import offset  # noqa: E402,F401
+# Registration order = the order of the terms in ``friction=`` and of their variables (saved
+# files depend on it): imported one by one, in this order.
+for _module in ("damping", "viscous", "coulomb", "offset"):
+    importlib.import_module(f"lnn.models.forces.{_module}")

@@ -9,8 +9,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from lnn.models.forces import (Force, NumpyForce, assign_positive, joint_vector, positive,
-                               register_force)
+from lnn.models.forces import Force, NumpyForce, assign_positive, joint_vector, positive, register_force
 
 #: Initial Coulomb coefficient (N m).
 INITIAL = 0.01
@@ -45,8 +44,7 @@ class Coulomb(Force):
 
     def numpy(self, dtype):
         """:class:`NumpyCoulomb` of the current ``c``."""
-        return NumpyCoulomb(np.asarray(self.coefficients()).astype(dtype),
-                            float(self.model.friction_velocity))
+        return NumpyCoulomb(np.asarray(self.coefficients()).astype(dtype), float(self.model.friction_velocity))
 
     def parameters(self):
         """``{"coulomb": c (n,)}``."""

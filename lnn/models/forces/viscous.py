@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lnn.models.forces import (Force, NumpyForce, assign_positive, joint_vector, positive,
-                               register_force)
+from lnn.models.forces import Force, NumpyForce, assign_positive, joint_vector, positive, register_force
 
 #: Initial viscous coefficient (N m s / rad).
 INITIAL = 0.01
