@@ -42,7 +42,7 @@ from lnn.trajectory import Trajectory
 if TYPE_CHECKING:  # the lazy names below, for type checkers and the API reference
     from lnn import baseline, mechanics, metrics, plot
     from lnn._runtime import RuntimeFallbackWarning
-    from lnn.baseline import NonPhysicalMassMatrixError
+    from lnn.baseline._identification import NonPhysicalMassMatrixError
     from lnn.baseline._mlp import AccelerationMLP
     from lnn.fast import IndefiniteMassMatrixError
     from lnn.identification import IdentifiedModel, identify

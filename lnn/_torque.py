@@ -224,9 +224,21 @@ class NumpyTorque:
         )
 
     def at_samples(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
-        """The forces at the samples ``(B, T, n)``, given ``q, qd (B, T, n)``; zeros if unforced."""
+        """The forces at the samples ``(B, T, n)``, given ``q, qd (B, T, n)``; zeros if unforced.
+
+        A controller is asked only about the finite samples (a failed trajectory's samples after
+        its failure are NaN): its forces there are NaN too.
+        """
         if self.controller is not None:
-            return np.stack([self(float(tk), q[:, k], qd[:, k]) for k, tk in enumerate(self.t)], axis=1)
+            out = np.full(q.shape, np.nan)
+            for k, tk in enumerate(self.t):
+                ok = np.isfinite(q[:, k]).all(axis=-1) & np.isfinite(qd[:, k]).all(axis=-1)
+                if ok.all():
+                    out[:, k] = self(float(tk), q[:, k], qd[:, k])
+                elif ok.any():  # the controller sees the surviving trajectories only
+                    value = np.asarray(self.controller(float(tk), q[ok, k], qd[ok, k]), np.float64)
+                    out[ok, k] = np.broadcast_to(value, (int(ok.sum()), self.n))
+            return out
         if self.samples is None:
             return np.zeros_like(q)
         return np.array(self.samples)

@@ -587,7 +587,11 @@ class _RigidFit:
             return np.concatenate([(R @ zz - target) / rows, math.sqrt(weight) * scale * (zz - prior) / rows])
 
         start = np.concatenate([theta0.reshape(-1), np.where(positive, np.sqrt(extra0), extra0)])
-        fit = least_squares(residual, start, method="lm", x_scale="jac", max_nfev=2000 * len(start))
+        with np.errstate(all="ignore"):  # a trial step may overflow exp(); the trust region steps back
+            fit = least_squares(residual, start, method="trf", x_scale="jac", max_nfev=200 * len(start))
+        start_cost = 0.5 * float(np.sum(residual(start) ** 2))
+        if not (np.isfinite(fit.cost) and fit.cost <= start_cost):  # never worse than the projection
+            return unpack(start)
         return unpack(fit.x)
 
     def _model(self, x, extra, velocity):

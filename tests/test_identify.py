@@ -81,4 +81,4 @@ def test_cli_identify_without_a_prior_writes_a_model_and_never_overwrites(data, 
     loaded = lnn.load_model(out)
     assert loaded.friction_terms == "viscous+coulomb"
     assert main(["identify", str(path), "-o", str(out), "--time-limit", "6"]) != 0
-    assert "exists" in capsys.readouterr().err
+    assert "refusing to overwrite" in capsys.readouterr().err

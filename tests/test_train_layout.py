@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "lnn" / "train"
-FIT_LIMIT = 100
+#: ``fit``'s limit in statements (not lines: ``ruff format`` puts one argument per line, which took
+#: the same 91-line body to 136 lines). 100 lines of the old layout held 53 statements.
+FIT_STATEMENT_LIMIT = 55
 FUNCTION_LIMIT = 150
 
 
@@ -52,7 +54,10 @@ def test_the_line_counter_skips_docstrings():
 def test_fit_is_under_the_limit():
     sizes = dict(_functions())
     assert "_fit.py:fit" in sizes
-    assert sizes["_fit.py:fit"] < FIT_LIMIT, f"fit has {sizes['_fit.py:fit']} code lines"
+    tree = ast.parse((PACKAGE / "_fit.py").read_text())
+    fit = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "fit")
+    statements = sum(isinstance(n, ast.stmt) for n in ast.walk(fit)) - 1  # the def itself
+    assert statements < FIT_STATEMENT_LIMIT, f"fit has {statements} statements"
 
 
 def test_every_function_of_the_package_is_under_the_limit():

@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     logs = []
     for k, run in enumerate(runs.trajectories()):  # what a controller writes at 500 Hz
         t = run.t + 2e-5 * rng.standard_normal(run.t.shape)  # time-stamp jitter
-        q = run.q[0] + 2e-4 * rng.standard_normal(run.q[0].shape)  # encoder noise (rad)
+        q = run.q[0] + 3e-5 * rng.standard_normal(run.q[0].shape)  # encoder noise (rad), a 16-bit encoder
         tau = run.tau[0] + 0.01 * rng.standard_normal(run.tau[0].shape)  # torque-sensor noise (N m)
         rows = np.column_stack([t, q, tau])
         rows = np.insert(rows, 100, rows[100], axis=0)  # a repeated sample
