@@ -6,12 +6,14 @@ With a rigid-body prior (a URDF robot, a planar arm, a
 1. **nominal**: the prior's inertias as they are, friction fitted to what they
    leave (for the report: how wrong the prior is);
 2. **rigid body**: every body's inertial parameters identified by least
-   squares on the torques, with the friction terms, regularised towards the
-   prior only as much as the held-out data asks (a ridge weight and the
-   Coulomb smoothing velocity chosen on the validation blocks), then made
-   physical (each body's pseudo-inertia positive definite, in log-Cholesky
-   coordinates, friction coefficients >= 0) by ``scipy.optimize.least_squares``
-   from there;
+   squares on the torques, with the friction terms and the armature; the
+   Coulomb smoothing velocity (and, for priors without a Pinocchio model, a
+   ridge weight towards the prior) chosen by leave-one-recording-out
+   validation of the linear fit; then made physical (each body's
+   pseudo-inertia positive definite, in log-Cholesky coordinates, friction
+   coefficients >= 0): for a URDF robot by
+   :func:`lnn.baseline.least_squares` (``physical=True``), for other chains
+   by ``scipy.optimize.least_squares`` from the nearest physical bodies;
 3. **residual**: a ``"rigid-body"`` :class:`lnn.LagrangianNetwork` started from
    stage 2 with a structured residual Lagrangian, trained on the torques by
    :func:`lnn.fit` for the rest of the time budget (best validation epoch kept);
@@ -506,9 +508,12 @@ class _RigidFit:
         _, v0, weight, signs = best
         self.chosen = (v0, weight)
         how = "leave-one-recording-out" if folds else "held-out"
-        detail = f"ridge {weight:g}" + (f", v0 {v0:g} rad/s" if "coulomb" in self.terms else "") + f" ({how})"
-        if self.robot is not None:
-            return self._pinocchio_fit(self.train, v0), detail + ", physical fit by lnn.baseline.least_squares"
+        smoothing = f"v0 {v0:g} rad/s ({how})" if "coulomb" in self.terms else ""
+        if self.robot is not None:  # the ridge weight only scored the settings; Pinocchio's fit follows
+            return self._pinocchio_fit(self.train, v0), (smoothing + ", " if smoothing else "") + (
+                "physical fit by lnn.baseline.least_squares"
+            )
+        detail = f"ridge {weight:g}" + (f", {smoothing}" if smoothing else f" ({how})")
         extra, _ = self._extra(self.train, v0)
         A = np.concatenate([self.y_train, extra], axis=1)
         z = _ridge(A, tau, np.concatenate([self.x0, np.zeros(extra.shape[1])]), weight)

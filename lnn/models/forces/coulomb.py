@@ -16,6 +16,8 @@ INITIAL = 0.01
 
 
 class NumpyCoulomb(NumpyForce):
+    """The numpy twin of :class:`Coulomb`: ``-c tanh(qd / v0)`` with a snapshot of ``c``."""
+
     def __init__(self, c: np.ndarray, velocity: float) -> None:
         self.c, self.velocity = c, velocity
 

@@ -15,6 +15,8 @@ from lnn.models.forces import Force, NumpyForce, register_force
 
 
 class NumpyDamping(NumpyForce):
+    """The numpy twin of :class:`Damping`: ``-D qd`` with a snapshot of ``D``."""
+
     def __init__(self, matrix: np.ndarray) -> None:
         self.matrix = matrix
 

@@ -12,6 +12,8 @@ from lnn.models.forces import Force, NumpyForce, joint_vector, register_force
 
 
 class NumpyOffset(NumpyForce):
+    """The numpy twin of :class:`Offset`: ``-o`` with a snapshot of ``o``."""
+
     def __init__(self, o: np.ndarray) -> None:
         self.o = o
 

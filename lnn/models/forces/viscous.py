@@ -14,6 +14,8 @@ INITIAL = 0.01
 
 
 class NumpyViscous(NumpyForce):
+    """The numpy twin of :class:`Viscous`: ``-b qd`` with a snapshot of ``b``."""
+
     def __init__(self, b: np.ndarray) -> None:
         self.b = b
 
