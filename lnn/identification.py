@@ -514,11 +514,7 @@ class _RigidFit:
                 "physical fit by lnn.baseline.least_squares"
             )
         detail = f"ridge {weight:g}" + (f", {smoothing}" if smoothing else f" ({how})")
-        extra, _ = self._extra(self.train, v0)
-        A = np.concatenate([self.y_train, extra], axis=1)
-        z = _ridge(A, tau, np.concatenate([self.x0, np.zeros(extra.shape[1])]), weight)
-        x, extra = self._physical(z, v0, weight, signs)
-        return self._model(x, extra, v0), detail
+        return self._ridge_physical(self.train, self.y_train, v0, weight), detail
 
     def _pinocchio_fit(self, data, velocity):
         """The physically consistent least squares of :func:`lnn.baseline.least_squares` (URDF robots)."""
@@ -548,9 +544,13 @@ class _RigidFit:
         if self.robot is not None:
             return self._pinocchio_fit(data, v0)
         self.train, self.y_train = data, self._regressor(data)
+        return self._ridge_physical(data, self.y_train, v0, weight)
+
+    def _ridge_physical(self, data, regressor, v0, weight):
+        """The ridge solution towards the prior on ``data`` (rigid columns ``regressor``), made physical."""
         tau = np.asarray(data.tau, np.float64).reshape(-1)
         extra, signs = self._extra(data, v0)
-        A = np.concatenate([self.y_train, extra], axis=1)
+        A = np.concatenate([regressor, extra], axis=1)
         z = _ridge(A, tau, np.concatenate([self.x0, np.zeros(extra.shape[1])]), weight)
         x, extra = self._physical(z, v0, weight, signs)
         return self._model(x, extra, v0)
