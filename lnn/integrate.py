@@ -52,6 +52,8 @@ __all__ = [
     "METHODS",
     "COMPILED_METHODS",
     "IMPLICIT_METHODS",
+    "AUTO",
+    "choose_method",
     "ON_FAILURE",
     "ERROR_CONTROL",
     "Failure",
@@ -67,6 +69,8 @@ __all__ = [
 METHODS = ("RK23", "RK45", "DOP853", "Radau", "BDF", "LSODA")
 #: The methods that use a Jacobian of the vector field.
 IMPLICIT_METHODS = ("Radau", "BDF", "LSODA")
+#: ``rollout(method=AUTO)``: :func:`choose_method` picks the method.
+AUTO = "auto"
 #: What :func:`rollout` does with a trajectory that fails.
 ON_FAILURE = ("raise", "mask")
 #: Whose local error the step-size control of :func:`rollout`'s scipy methods bounds.
@@ -129,6 +133,37 @@ class IntegrationError(RuntimeError):
         )
 
 
+def choose_method(system, *, tau=None) -> str:
+    """The method of ``rollout(..., method="auto")``: the fastest path measured for the system.
+
+    ``"tsit5"`` (compiled, :mod:`lnn.solvers`) for a learned float64 model
+    (one with a ``numpy_snapshot``, whose ``acceleration`` is TensorFlow)
+    without a controller: at every batch size it is faster than scipy's
+    stepping (``benchmarks/bench_rollout.py``: 0.03 s against 0.5 s for one
+    10 s trajectory of a 64x64 double pendulum, 3 s against 9 s for 256),
+    and the first rollout of a new shape does not wait for XLA. ``"DOP853"``
+    otherwise: for numpy systems (ground truth), for a controller
+    ``tau(t, q, qd)`` (the compiled methods take sampled forces only), and
+    for float32 models, which scipy integrates in float64 (the compiled
+    methods integrate in the model's dtype; ``model.astype("float64")``
+    gives the compiled path).
+
+    Parameters
+    ----------
+    system : MechanicalSystem
+    tau : None, array_like or callable, optional, keyword-only
+        The ``tau`` that :func:`rollout` gets.
+
+    Returns
+    -------
+    str
+        A name of :data:`COMPILED_METHODS` or :data:`METHODS`.
+    """
+    learned = callable(getattr(system, "numpy_snapshot", None))
+    float64 = str(getattr(system, "dtype", "")) in ("float64", "<dtype: 'float64'>")
+    return "tsit5" if learned and float64 and not callable(tau) else "DOP853"
+
+
 def rollout(
     system,
     q0,
@@ -186,8 +221,10 @@ def rollout(
         Dormand–Prince 8(5,3) with DOP853's coefficients), for systems whose
         ``acceleration`` accepts TensorFlow tensors (learned models): the whole
         solve runs in one XLA-compiled graph, every trajectory with its own
-        step size (compiled once per system, method and batch size; the
-        fastest path for small batches).
+        step size (compiled once per system, method and input shape, on a
+        background thread: the first rollout of a shape runs as a plain
+        graph meanwhile). ``"auto"``: :func:`choose_method` (``"tsit5"`` for
+        a learned float64 model, else ``"DOP853"``).
     rtol, atol : float or array_like ``(B,)``, optional
         Relative and absolute tolerances of the solver; default
         :func:`default_tolerances` of ``system`` (``1e-8, 1e-10``, or
@@ -263,6 +300,8 @@ def rollout(
         and reason, ``trajectory`` holds the masked result, and the first
         exception raised by the system is the ``__cause__``.
     """
+    if isinstance(method, str) and method == AUTO:
+        method = choose_method(system, tau=tau)
     problem = _problem(
         system,
         q0,
@@ -409,7 +448,7 @@ def _problem(
     if not isinstance(method, str) or method not in METHODS + COMPILED_METHODS:
         raise ValueError(
             f"method must be one of {', '.join(COMPILED_METHODS)} (compiled, "
-            f"lnn.solvers) or {', '.join(METHODS)}; got {method!r}"
+            f"lnn.solvers), {', '.join(METHODS)} or {AUTO!r}; got {method!r}"
         )
     if on_failure not in ON_FAILURE:
         raise ValueError(f"on_failure must be one of {ON_FAILURE}; got {on_failure!r}")
@@ -437,8 +476,9 @@ def _problem(
     max_step = np.inf if max_step == np.inf else _validate.positive("max_step", max_step)
     torque = NumpyTorque.build(tau, t, batch=B, n=n, interpolation=tau_interpolation)
     take_snapshot = getattr(system, "numpy_snapshot", None)
-    # Once per rollout; the compiled methods evaluate the system in TensorFlow instead.
-    snapshot = take_snapshot() if take_snapshot is not None and method in METHODS else None
+    # Once per rollout: the scipy methods' right-hand side, and every method's accelerations and
+    # energies at the samples (the compiled methods step the system in TensorFlow).
+    snapshot = take_snapshot() if take_snapshot is not None else None
     return _Problem(
         system=system,
         n=n,
@@ -453,7 +493,7 @@ def _problem(
         error_control=error_control,
         tau_interpolation=tau_interpolation,
         torque=torque,
-        acceleration=(_acceleration_function(system, snapshot) if method in METHODS else _plain_acceleration(system)),
+        acceleration=_acceleration_function(system, snapshot),
         energy=snapshot.energy if snapshot is not None else getattr(system, "energy", None),
     )
 
@@ -489,16 +529,6 @@ def _check_system(system) -> int:
     if not isinstance(n, (int, np.integer)) or n < 1:
         raise TypeError(f"system.n_dof must be a positive int; got {n!r}")
     return int(n)
-
-
-def _plain_acceleration(system):
-    """``f(q, qd, tau) -> (B, n)`` float64 through ``system.acceleration`` (no snapshot)."""
-
-    def acceleration(q, qd, tau):
-        value = system.acceleration(q, qd) if tau is None else system.acceleration(q, qd, tau)
-        return np.asarray(value, dtype=np.float64)
-
-    return acceleration
 
 
 def _acceleration_function(system, snapshot):

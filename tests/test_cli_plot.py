@@ -203,3 +203,15 @@ def test_rollout_rejects_bad_options(files, tmp_path, capsys):
         == 2
     )
     assert "refusing to overwrite" in capsys.readouterr().err
+
+
+def test_rollout_with_a_compiled_method_rolls_the_truth_out_with_dop853(files, tmp_path):
+    out = tmp_path / "compiled.npz"
+    argv = ["rollout", str(files / "model.keras"), "--system", "double-pendulum", "--param", "m2=1.5"]
+    argv += ["--trajectories", str(B), "--duration", str(DURATION), "--dt", str(DT), "--seed", str(SEED)]
+    assert main(argv + ["--method", "tsit5", "-o", str(out)]) == 0
+    pair = RolloutPair.load(out)
+    assert (pair.metadata["method"], pair.metadata["truth_method"]) == ("tsit5", "DOP853")
+    reference = RolloutPair.load(files / "rollout.npz")  # DOP853 for both, default tolerances
+    np.testing.assert_allclose(pair.true.q, reference.true.q, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(pair.learned.q, reference.learned.q, rtol=0, atol=1e-6)

@@ -10,6 +10,7 @@ import tensorflow as tf
 import lnn
 from lnn import solvers
 from lnn.integrate import COMPILED_METHODS, rollout
+from lnn.models import compiled
 from lnn.odeint import odeint
 from lnn.solvers import _embedded
 
@@ -218,11 +219,29 @@ def test_compiled_solves_do_not_retrace():
     system = TFPendulums()
     t = np.linspace(0.0, 1.0, 6)
     rollout(system, Q0, QD0, t, method="tsit5", rtol=1e-6, atol=1e-6)
+    compiled.wait()  # the XLA form is traced on the background worker
     count = _embedded.tracing_count(system)
     rollout(system, Q0, QD0, t, method="tsit5", rtol=1e-8, atol=1e-7)
     rollout(system, Q0[:1], QD0[:1], np.linspace(0.0, 2.0, 9), method="tsit5")
     rollout(system, Q0 * 0.5, QD0, t, method="tsit5", rtol=np.array([1e-5, 1e-6, 1e-7]))
+    compiled.wait()
     assert _embedded.tracing_count(system) == count
+
+
+def test_a_new_shape_runs_as_a_graph_until_its_xla_form_is_compiled():
+    system = TFPendulums()
+    t = np.linspace(0.0, 3.0, 31)
+    first = rollout(system, Q0, QD0, t, method="tsit5", rtol=1e-9, atol=1e-9)
+    caller = _embedded._CACHE[system][("rollout", "tsit5", 2, tf.float64, False, False)]
+    assert caller.iterations["graph"] > 0  # nobody waited for XLA
+    compiled.wait()
+    assert [(c.rows, c.thread, c.ok) for c in caller.compilations] == [(3, "lnn-xla", True)]
+    graph_iterations = caller.iterations["graph"]
+    second = rollout(system, Q0, QD0, t, method="tsit5", rtol=1e-9, atol=1e-9)
+    assert caller.iterations["graph"] == graph_iterations and caller.iterations["xla"] > 0
+    np.testing.assert_allclose(second.q, first.q, rtol=0, atol=1e-11)
+    np.testing.assert_allclose(second.qdd, first.qdd, rtol=0, atol=1e-10)
+    assert second.metadata["n_accepted"] == first.metadata["n_accepted"]
 
 
 def test_a_numpy_only_system_is_refused_with_a_clear_error():
@@ -282,3 +301,20 @@ def test_tableaus_are_consistent():
         tab = solvers.tableau(name)
         tab.check()
         assert tab.name == name
+
+
+def test_auto_picks_the_compiled_pair_for_learned_float64_models_only():
+    import simulations
+    from lnn.integrate import choose_method
+
+    model64 = lnn.LagrangianNetwork(2, kind="structured", hidden=(8,), dtype="float64", seed=0)
+    model32 = lnn.LagrangianNetwork(2, hidden=(8,), seed=0)
+    assert choose_method(model64) == "tsit5"
+    assert choose_method(model64, tau=lambda t, q, qd: 0 * q) == "DOP853"  # a controller
+    assert choose_method(model32) == "DOP853"  # scipy integrates a float32 model in float64
+    assert choose_method(simulations.DoublePendulum()) == "DOP853"
+    t = np.linspace(0.0, 0.5, 6)
+    auto = rollout(model64, Q0, QD0, t, method="auto")
+    assert auto.method == "tsit5"
+    np.testing.assert_allclose(auto.q, rollout(model64, Q0, QD0, t, method="tsit5").q, rtol=0, atol=1e-12)
+    assert rollout(simulations.DoublePendulum(), Q0, QD0, t, method="auto").method == "DOP853"

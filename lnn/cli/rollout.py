@@ -17,7 +17,7 @@ from lnn.cli._common import ProgressBar, add_system_arguments, check_output, mak
 
 def register(subparsers) -> None:
     """Add the ``rollout`` verb."""
-    from lnn.integrate import METHODS
+    from lnn.integrate import AUTO, COMPILED_METHODS, METHODS
 
     parser = subparsers.add_parser(
         "rollout",
@@ -35,7 +35,13 @@ def register(subparsers) -> None:
         "--dt", type=float, default=0.01, metavar="DT", help="sampling interval in seconds (default 0.01)"
     )
     parser.add_argument("--seed", type=int, default=0, metavar="K", help="seed of the initial states (default 0)")
-    parser.add_argument("--method", choices=METHODS, default="DOP853", help="solve_ivp method (default DOP853)")
+    parser.add_argument(
+        "--method",
+        choices=METHODS + COMPILED_METHODS + (AUTO,),
+        default="DOP853",
+        help="solve_ivp method, a compiled method of lnn.solvers for the learned model (the true "
+        "system then uses DOP853), or auto (lnn.integrate.choose_method for each); default DOP853",
+    )
     parser.add_argument("-o", "--output", required=True, metavar="FILE", help="output file (.npz)")
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     parser.set_defaults(func=run)
@@ -57,6 +63,7 @@ def _check_grid(args) -> None:
 def run(args) -> int:
     """Roll out both systems and write the pair; print a one-line summary."""
     import lnn
+    from lnn.integrate import COMPILED_METHODS
     from lnn.metrics import rollout_error
     from lnn.plot import RolloutPair
 
@@ -71,14 +78,17 @@ def run(args) -> int:
     state = system.sample_state(args.trajectories, rng=args.seed)
     steps = int(round(args.duration / args.dt))
     t = np.arange(steps + 1) * args.dt
-    true = lnn.rollout(system, state.q, state.qd, t, method=args.method, progress=ProgressBar("true system  "))
+    # The true system is numpy: a compiled method (TensorFlow) rolls out the learned model only.
+    truth_method = "DOP853" if args.method in COMPILED_METHODS else args.method
+    true = lnn.rollout(system, state.q, state.qd, t, method=truth_method, progress=ProgressBar("true system  "))
     learned = lnn.rollout(model, state.q, state.qd, t, method=args.method, progress=ProgressBar("learned model"))
     metadata = {
         "system": args.system,
         "parameters": system.parameters(),
         "angular": [bool(a) for a in system.angular],
         "model": str(args.model),
-        "method": args.method,
+        "method": learned.method,
+        "truth_method": true.method,
         "seed": args.seed,
         "dt": args.dt,
         "duration": float(t[-1]),

@@ -36,7 +36,7 @@ import tensorflow as tf
 from lnn import _runtime
 from lnn.mechanics import batch_bucket, pad_rows
 
-__all__ = ["XLA_AFTER_CALLS", "CompiledOp", "Compilation", "wait"]
+__all__ = ["XLA_AFTER_CALLS", "CompiledOp", "Compilation", "submit", "wait"]
 
 #: Calls at one padded batch size before its XLA form is compiled in the background.
 XLA_AFTER_CALLS = 2
@@ -114,7 +114,7 @@ class CompiledOp:
         self.calls[size] = seen
         if seen >= XLA_AFTER_CALLS and size not in self._scheduled:
             self._scheduled.add(size)
-            _submit(self, size, np.asarray(x[:1]))
+            submit(self, size, np.asarray(x[:1]))
         return self._graph(self._tensor(x))
 
     def _tensor(self, x):
@@ -158,7 +158,7 @@ _LOCK = threading.Lock()
 def _work() -> None:
     while True:
         try:
-            op, size, row = _JOBS.get(timeout=1.0)
+            op, key, inputs = _JOBS.get(timeout=1.0)
         except queue.Empty:
             with _LOCK:
                 if _JOBS.empty():
@@ -167,13 +167,19 @@ def _work() -> None:
             continue
         try:
             if threading.main_thread().is_alive():  # skip what is left once Python exits
-                op._compile(size, row)
+                op._compile(key, inputs)
         finally:
             _JOBS.task_done()
 
 
-def _submit(op: CompiledOp, size: int, row: np.ndarray) -> None:
-    _JOBS.put((op, size, row))
+def submit(op, key, inputs) -> None:
+    """Queue ``op._compile(key, inputs)`` on the background worker (started on demand).
+
+    ``op`` is a :class:`CompiledOp` (``key`` its padded batch size, ``inputs``
+    one row) or any object with that method (the compiled rollouts of
+    :mod:`lnn.solvers` queue whole solves, keyed by their input shapes).
+    """
+    _JOBS.put((op, key, inputs))
     with _LOCK:
         if not _WORKER:
             worker = threading.Thread(target=_work, name="lnn-xla")

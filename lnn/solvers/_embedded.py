@@ -60,6 +60,8 @@ STATUS = {0: "running", 1: "finished", 2: "non-finite", 3: "step size too small"
 _RUNNING, _DONE, _NONFINITE, _TOO_SMALL, _MAX_STEPS = range(5)
 _SAFETY, _MIN_FACTOR, _MAX_FACTOR, _BETA1, _BETA2 = 0.9, 0.2, 10.0, 0.7, 0.4
 _NONFINITE_FACTOR = 0.25
+#: Loop iterations per plain-graph call of a rollout while its XLA form compiles (:class:`_RolloutCaller`).
+GRAPH_CHUNK = 32
 
 # system -> {options key: compiled solve}; weak so that models can be freed.
 _CACHE: weakref.WeakKeyDictionary[Any, dict] = weakref.WeakKeyDictionary()
@@ -200,17 +202,19 @@ def _cached(system, key, build):
     return per_system[key]
 
 
-def _compiled(system, tab, *, n, dtype, has_tau, hold, jit):
+def _compiled(system, tab, *, n, dtype, has_tau, hold, jit, samples=True):
     """The compiled solve for ``system`` and these options (cached; traced on first use)."""
-    key = (tab.name, n, dtype, has_tau, hold, jit)
+    key = (tab.name, n, dtype, has_tau, hold, jit, samples)
     try:
         per_system = _CACHE.setdefault(system, {})
     except TypeError:  # neither weak-referenceable nor hashable: no cache
         per_system = {}
     if key not in per_system:
         _check_tensor_system(system, tab.name, n=n, dtype=dtype, has_tau=has_tau)
-        per_system[key] = _build(system, tab, n=n, dtype=dtype, has_tau=has_tau, hold=hold, jit=jit)
-    return per_system[key]
+        per_system[key] = _build(system, tab, n=n, dtype=dtype, has_tau=has_tau, hold=hold, jit=jit, samples=samples)
+        if not samples:
+            per_system[key + ("begin",)] = _build_begin(system, tab, n=n, dtype=dtype, has_tau=has_tau, hold=hold)
+    return per_system[key] if samples else (per_system[key + ("begin",)], per_system[key])
 
 
 def _check_tensor_system(system, name: str, *, n: int, dtype, has_tau: bool) -> None:
@@ -429,11 +433,91 @@ def _at_samples(system, Y, y0, tau_s, *, n, dtype, has_tau, has_energy):
     return tf.reshape(qdd, tf.stack([shape[0], shape[1], n])), tf.reshape(energy, shape[:2])
 
 
-def _build(system, tab, *, n, dtype, has_tau, hold, jit):
+def _initial_state(y0, t, h_init, f0, status0, failed_at0, *, dtype):
+    """The state of the step loop before the first step (the 14 tensors of ``step``'s arguments)."""
+    B, T, m = tf.shape(y0)[0], tf.shape(t)[0], tf.shape(y0)[1]
+    nan = tf.constant(math.nan, dtype)
+    out0 = tf.concat([y0[:, tf.newaxis, :], tf.fill(tf.stack([B, T - 1, m]), nan)], axis=1)  # (B, T, 2n)
+    zeros_i = tf.zeros([B], tf.int32)
+    return (
+        tf.constant(0),
+        tf.fill([B], t[0]),
+        h_init,
+        y0,
+        f0,
+        tf.ones([B], dtype),
+        tf.zeros([B], tf.bool),
+        status0,
+        failed_at0,
+        tf.ones([B], tf.int32),
+        out0,
+        zeros_i,
+        zeros_i,
+        tf.constant(2, tf.int32),
+    )
+
+
+def _state_signature(m, dtype):
+    """``input_signature`` of the loop state (see :func:`_initial_state`)."""
+    vector, ints, scalar_i = tf.TensorSpec([None], dtype), tf.TensorSpec([None], tf.int32), tf.TensorSpec([], tf.int32)
+    states = tf.TensorSpec([None, m], dtype)
+    return [
+        scalar_i,
+        vector,
+        vector,
+        states,
+        states,
+        vector,
+        tf.TensorSpec([None], tf.bool),
+        ints,
+        vector,
+        ints,
+        tf.TensorSpec([None, None, m], dtype),
+        ints,
+        ints,
+        scalar_i,
+    ]
+
+
+def _build_begin(system, tab, *, n, dtype, has_tau, hold):
+    """``tf.function`` ``begin(y0, t, [tau_samples,] rtol, atol, max_step)``, not compiled by XLA.
+
+    Returns the loop state of :func:`_initial_state` (from :func:`_initial_step`):
+    the start of :func:`_build`'s resumable solve (without ``samples``), run
+    as a plain graph (it is two evaluations of the system), so that XLA
+    compiles one copy of the system's graph fewer.
+    """
+    m = 2 * n
+    a_np, c_np, _, _ = _full_tableau(tab)
+    k_exp = 1.0 / (tab.error_order + 1)
+
+    def begin(y0, t, *rest):
+        tau_s = rest[0] if has_tau else None
+        rtol, atol, max_step = rest[-3:]
+        B = tf.shape(y0)[0]
+        A, C = tf.constant(a_np, dtype), tf.constant(c_np, dtype)
+        kern = _Kernels(system, n=n, dtype=dtype, has_tau=has_tau, hold=hold, t=t, tau_s=tau_s, A=A, C=C, B=B)
+        start = _initial_step(
+            kern.rhs, kern.finite_rows, y0, t[0], t[-1], rtol, atol, max_step, k_exp=k_exp, dtype=dtype, B=B
+        )
+        return _initial_state(y0, t, *start, dtype=dtype)
+
+    signature = [tf.TensorSpec([None, m], dtype), tf.TensorSpec([None], dtype)]
+    if has_tau:
+        signature.append(tf.TensorSpec([None, None, n], dtype))
+    signature += [tf.TensorSpec([None], dtype), tf.TensorSpec([None], dtype), tf.TensorSpec([], dtype)]
+    return tf.function(begin, input_signature=signature, jit_compile=False, autograph=False, reduce_retracing=True)
+
+
+def _build(system, tab, *, n, dtype, has_tau, hold, jit, samples=True):
     """``tf.function`` ``run(y0, t, [tau_samples,] rtol, atol, max_step, max_steps)``.
 
     Returns ``(Y (B, T, 2n), qdd (B, T, n), energy (B, T), failed_at, status,
-    n_accepted, n_rejected, nfev)``.
+    n_accepted, n_rejected, nfev)``; without ``samples``, ``(Y, failed_at,
+    status, n_accepted, n_rejected, nfev)``: the accelerations and energies at
+    the samples are left to the caller (:func:`compiled_rollout` evaluates them
+    in numpy), which keeps two copies of the system's graph out of XLA's
+    compilation.
     The stages of a step are one inner ``tf.while_loop`` over the rows of the
     tableau (one copy of the system's graph per loop, which keeps XLA's
     compilation short), stored in a ``(S, B, 2n)`` tensor.
@@ -450,6 +534,8 @@ def _build(system, tab, *, n, dtype, has_tau, hold, jit):
     c_tiny, c_floor = tf.constant(1e-10, dtype), tf.constant(1e-4, dtype)
 
     def run(y0, t, *rest):
+        if not samples:  # resumable: the loop state in and out (_build_begin's function starts it)
+            rest, state = rest[:-14], rest[-14:]
         if has_tau:
             tau_s, rtol, atol, max_step, max_steps = rest
         else:
@@ -464,11 +550,9 @@ def _build(system, tab, *, n, dtype, has_tau, hold, jit):
         kern = _Kernels(system, n=n, dtype=dtype, has_tau=has_tau, hold=hold, t=t, tau_s=tau_s, A=A, C=C, B=B)
         rhs, finite_rows, combine, stages = kern.rhs, kern.finite_rows, kern.combine, kern.stages
 
-        h_init, f0, status0, failed_at0 = _initial_step(
-            rhs, finite_rows, y0, t0, t_end, rtol, atol, max_step, k_exp=k_exp, dtype=dtype, B=B
-        )
-        nan = tf.constant(math.nan, dtype)
-        out0 = tf.concat([y0[:, tf.newaxis, :], tf.fill(tf.stack([B, T - 1, m]), nan)], axis=1)  # (B, T, 2n)
+        if samples:
+            start = _initial_step(rhs, finite_rows, y0, t0, t_end, rtol, atol, max_step, k_exp=k_exp, dtype=dtype, B=B)
+            state = _initial_state(y0, t, *start, dtype=dtype)
 
         def step(i, tcur, h, y, f, err_prev, rejected, status, failed_at, k_next, out, n_acc, n_rej, nfev):
             running = tf.equal(status, _RUNNING)
@@ -543,24 +627,9 @@ def _build(system, tab, *, n, dtype, has_tau, hold, jit):
         def cond(i, tcur, h, y, f, err_prev, rejected, status, *_):
             return (i < max_steps) & tf.reduce_any(tf.equal(status, _RUNNING))
 
-        zeros_i = tf.zeros([B], tf.int32)
-        init = (
-            tf.constant(0),
-            tf.fill([B], t0),
-            h_init,
-            y0,
-            f0,
-            tf.ones([B], dtype),
-            tf.zeros([B], tf.bool),
-            status0,
-            failed_at0,
-            tf.ones([B], tf.int32),
-            out0,
-            zeros_i,
-            zeros_i,
-            tf.constant(2, tf.int32),
-        )
-        final = tf.while_loop(cond, step, init)
+        final = tf.while_loop(cond, step, tuple(state))
+        if not samples:  # max_steps is this call's limit of loop iterations; the caller finishes
+            return final
         _, tcur, _, _, _, _, _, status, failed_at, _, out, n_acc, n_rej, nfev = final
         over = tf.equal(status, _RUNNING)
         status = tf.where(over, _MAX_STEPS, status)
@@ -577,6 +646,8 @@ def _build(system, tab, *, n, dtype, has_tau, hold, jit):
         tf.TensorSpec([], dtype),
         tf.TensorSpec([], tf.int32),
     ]
+    if not samples:
+        signature += _state_signature(m, dtype)
     return tf.function(
         _runtime.xla_body(run), input_signature=signature, jit_compile=jit, autograph=False, reduce_retracing=True
     )
@@ -592,8 +663,8 @@ def compiled_rollout(problem, *, max_steps: int, progress=None):
     ``tau(t, q, qd)`` is not accepted (the trajectories have their own times);
     sampled forces are.
     """
-    from lnn.integrate import _tolerance_metadata
-    from lnn.trajectory import Failure, Trajectory
+    from lnn.integrate import _Solution, _trajectory
+    from lnn.trajectory import Failure
 
     torque = problem.torque
     if torque.controller is not None:
@@ -604,8 +675,6 @@ def compiled_rollout(problem, *, max_steps: int, progress=None):
     B, n, t = problem.B, problem.n, problem.t
     y0 = problem.y0.reshape(B, 2 * n)
     if t.shape[0] == 1:
-        from lnn.integrate import _Solution, _trajectory
-
         return _trajectory(problem, _Solution(Y=y0[:, None, :], nfev=0, counters={})), None
     dtype = _rollout_dtype(problem.system)
     system, n_np = problem.system, dtype.as_numpy_dtype
@@ -617,7 +686,7 @@ def compiled_rollout(problem, *, max_steps: int, progress=None):
         _runtime.eager_tensor(np.asarray(min(problem.max_step, 1e300), n_np), dtype),
         _runtime.eager_tensor(np.asarray(max_steps, np.int32), tf.int32),
     ]
-    Y, qdd, energy, failed_at, status, n_acc, n_rej, nfev = (x.numpy() for x in run(*args))
+    Y, failed_at, status, n_acc, n_rej, nfev = run(*args)
     failed_at = failed_at.astype(np.float64)
     failures = tuple(
         Failure(
@@ -630,44 +699,98 @@ def compiled_rollout(problem, *, max_steps: int, progress=None):
     if progress is not None:
         span = float(t[-1] - t[0])
         progress(span, span)
-    Y = np.asarray(Y, dtype=np.float64)
-    tau_all = np.array(torque.samples, dtype=np.float64) if has_tau else np.zeros((B, t.shape[0], n))
-    trajectory = Trajectory(
-        t=t,
-        q=np.ascontiguousarray(Y[..., :n]),
-        qd=np.ascontiguousarray(Y[..., n:]),
-        qdd=np.asarray(qdd, dtype=np.float64),
-        tau=tau_all,
-        energy=np.asarray(energy, dtype=np.float64),
-        nfev=int(nfev),
-        method=problem.method,
-        metadata={
-            **_tolerance_metadata(problem),
-            "max_step": problem.max_step,
-            "max_steps": max_steps,
-            "tau_interpolation": problem.tau_interpolation,
-            "n_accepted": n_acc.tolist(),
-            "n_rejected": n_rej.tolist(),
-        },
-        failed_at=failed_at,
-        failures=failures,
-    )
+    # The accelerations and energies at the samples: numpy (the system's snapshot), as scipy's path.
+    counters = {"max_steps": max_steps, "n_accepted": n_acc.tolist(), "n_rejected": n_rej.tolist()}
+    solution = _Solution(Y=np.asarray(Y, dtype=np.float64), nfev=int(nfev), counters=counters, failures=failures)
+    trajectory = _trajectory(problem, solution)
     return trajectory, None
 
 
 def _rollout_caller(system, tab, *, n, dtype, has_tau, hold):
-    """One fast call (:func:`lnn._runtime.fast_caller`) of the XLA solve.
-
-    ``(y0, t, [tau,] rtol, atol, max_step, max_steps) -> (Y, qdd, energy,
-    failed_at, status, n_accepted, n_rejected, nfev)``, past TensorFlow's
-    Python dispatch (an eager rollout costs one call).
-    """
+    """The :class:`_RolloutCaller` of ``system`` and these options (cached per system)."""
 
     def build():
-        core = _compiled(system, tab, n=n, dtype=dtype, has_tau=has_tau, hold=hold, jit=True)
-        return _runtime.fast_caller(core.get_concrete_function())
+        begin, graph = _compiled(system, tab, n=n, dtype=dtype, has_tau=has_tau, hold=hold, jit=False, samples=False)
+        _, xla = _compiled(system, tab, n=n, dtype=dtype, has_tau=has_tau, hold=hold, jit=True, samples=False)
+        return _RolloutCaller(begin, graph, xla)
 
     return _cached(system, ("rollout", tab.name, n, dtype, has_tau, hold), build)
+
+
+class _RolloutCaller:
+    """``(y0, t, [tau,] rtol, atol, max_step, max_steps) -> (Y, failed_at, status, n_accepted, n_rejected, nfev)``.
+
+    The policy of :mod:`lnn.models.compiled`, for whole solves: XLA compiles
+    the solve anew for every shape of its inputs (``B`` trajectories, ``T``
+    samples: 3-5 s for a learned model on a small CPU), so nothing waits for
+    it. The solve is resumable (the step loop's state goes in and out), and
+    runs in chunks of :data:`GRAPH_CHUNK` loop iterations as a plain graph
+    (no compilation; 2-10x slower per step) while the XLA form of that shape
+    compiles on the background worker (:func:`lnn.models.compiled.wait`
+    waits for it); from the first chunk after the compilation, the rest of
+    the solve runs in XLA in one call. Both forms are the same graph: their
+    results agree to rounding (the step sizes come from the same error
+    estimates). Calls skip TensorFlow's Python dispatch
+    (:func:`lnn._runtime.fast_caller`).
+    """
+
+    def __init__(self, begin, graph, xla) -> None:
+        self._begin = _runtime.fast_caller(begin.get_concrete_function())
+        self._graph = _runtime.fast_caller(graph.get_concrete_function())
+        self._xla_function = xla
+        self._xla = None
+        self.ready: set[tuple] = set()
+        self._scheduled: set[tuple] = set()
+        #: Every XLA compilation, in order (:class:`lnn.models.compiled.Compilation`; ``rows`` is ``B``).
+        self.compilations: list = []
+        #: Loop iterations run as a plain graph and in XLA so far (for tests and benchmarks).
+        self.iterations = {"graph": 0, "xla": 0}
+
+    def __call__(self, *args):
+        *inputs, max_steps = args
+        limit = int(max_steps.numpy())
+        shape = tuple(tuple(a.shape) for a in inputs)
+        state = self._begin(*inputs)
+        if shape not in self._scheduled:
+            from lnn.models import compiled
+
+            self._scheduled.add(shape)
+            compiled.submit(self, shape, (inputs, state))
+        done = int(state[0].numpy())
+        while done < limit and bool(np.any(state[7].numpy() == _RUNNING)):
+            if shape in self.ready:
+                state = self._xla(*inputs, max_steps, *state)
+                form, end = "xla", limit
+            else:
+                end = min(done + GRAPH_CHUNK, limit)
+                state = self._graph(*inputs, _runtime.eager_tensor(np.asarray(end, np.int32), tf.int32), *state)
+                form = "graph"
+            now = int(state[0].numpy())
+            self.iterations[form] += now - done
+            done = now
+        _, tcur, _, _, _, _, _, status, failed_at, _, out, n_acc, n_rej, nfev = (x.numpy() for x in state)
+        over = status == _RUNNING
+        status = np.where(over, _MAX_STEPS, status)
+        failed_at = np.where(over, tcur, failed_at)
+        return out, failed_at, status, n_acc, n_rej, nfev
+
+    def _compile(self, shape, inputs) -> None:
+        """Compile the XLA form for ``shape`` (one loop iteration run): the background worker's job."""
+        import threading
+
+        from lnn.models.compiled import Compilation
+
+        args, state = inputs
+        ok = True
+        try:
+            if self._xla is None:
+                self._xla = _runtime.fast_caller(self._xla_function.get_concrete_function())
+            self._xla_function(*args, tf.constant(1, tf.int32), *state)
+        except Exception:  # a failed compilation leaves that shape in graph mode
+            ok = False
+        self.compilations.append(Compilation(int(shape[0][0]), threading.current_thread().name, ok))
+        if ok:
+            self.ready.add(shape)
 
 
 def _rollout_dtype(system):
