@@ -432,9 +432,13 @@ def main(argv=None) -> int:
     new_sizes = []
     for n in (2, 7):
         for width in widths:
-            fresh = LagrangianNetwork(n, hidden=(width, width), angular=(True,) * n, convex=True, seed=1)
+            fresh = LagrangianNetwork(
+                n, kind="kinetic-potential", hidden=(width, width), angular=(True,) * n, convex=True, seed=1
+            )
             new_sizes += [(n, width) + row for row in new_size_costs(fresh, n, NEW_SIZES, rng)]
-            model = LagrangianNetwork(n, hidden=(width, width), angular=(True,) * n, convex=True, seed=1)
+            model = LagrangianNetwork(
+                n, kind="kinetic-potential", hidden=(width, width), angular=(True,) * n, convex=True, seed=1
+            )
             methods = tf_methods(model, n)
             peer = jax_methods(model) if jax_ok else None
             for batch in (1, 1024):

@@ -476,9 +476,8 @@ def _problem(
     max_step = np.inf if max_step == np.inf else _validate.positive("max_step", max_step)
     torque = NumpyTorque.build(tau, t, batch=B, n=n, interpolation=tau_interpolation)
     take_snapshot = getattr(system, "numpy_snapshot", None)
-    # Once per rollout: the scipy methods' right-hand side, and every method's accelerations and
-    # energies at the samples (the compiled methods step the system in TensorFlow).
-    snapshot = take_snapshot() if take_snapshot is not None else None
+    # Once per rollout; the compiled methods evaluate the system in TensorFlow instead.
+    snapshot = take_snapshot() if take_snapshot is not None and method in METHODS else None
     return _Problem(
         system=system,
         n=n,
@@ -493,7 +492,7 @@ def _problem(
         error_control=error_control,
         tau_interpolation=tau_interpolation,
         torque=torque,
-        acceleration=_acceleration_function(system, snapshot),
+        acceleration=(_acceleration_function(system, snapshot) if method in METHODS else system.acceleration),
         energy=snapshot.energy if snapshot is not None else getattr(system, "energy", None),
     )
 

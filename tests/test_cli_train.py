@@ -169,10 +169,10 @@ def test_cli_defaults_are_the_library_defaults():
     }
     for name, value in cli_fit.items():
         assert value == fitting[name], name
-    assert model["kind"] == "kinetic-potential" and args.kind == model["kind"]
+    assert model["kind"] == "structured" and args.kind == model["kind"]
     text = " ".join(_train_parser().format_help().split())
     for shown in (
-        "(default: kinetic-potential)",
+        "(default: structured)",
         "(default: 128,128)",
         "(default: auto)",
         "(default: 512)",

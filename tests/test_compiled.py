@@ -38,7 +38,7 @@ def _calls(model, sizes=SIZES):
 
 def test_new_batch_sizes_compile_nothing_on_the_callers_path():
     """Sizes 1, 7, 1024, 1, 13, 300: only the recurring size 1 is compiled, in the background."""
-    model = LagrangianNetwork(2, angular=True, seed=0)  # the defaults: xla=True
+    model = LagrangianNetwork(2, kind="kinetic-potential", angular=True, seed=0)  # the defaults: xla=True
     _calls(model)
     compiled.wait()
     for op in ("acceleration_free", "mass_matrix"):
@@ -50,7 +50,7 @@ def test_new_batch_sizes_compile_nothing_on_the_callers_path():
 
 
 def test_after_compilation_xla_and_graph_mode_agree():
-    model = LagrangianNetwork(2, angular=(True, False), seed=1, dtype="float64")
+    model = LagrangianNetwork(2, kind="kinetic-potential", angular=(True, False), seed=1, dtype="float64")
     q, qd, first = _calls(model, (5, 5))  # 5 rows recur: padded to 6, compiled
     compiled.wait()
     entry = model.compiled_ops()[("acceleration_free", None)]
@@ -62,7 +62,9 @@ def test_after_compilation_xla_and_graph_mode_agree():
 def test_xla_calls_under_a_tape_give_the_graph_modes_gradients():
     import tensorflow as tf
 
-    model = LagrangianNetwork(2, angular=(True, False), seed=1, dtype="float64", hidden=(8, 8))
+    model = LagrangianNetwork(
+        2, kind="kinetic-potential", angular=(True, False), seed=1, dtype="float64", hidden=(8, 8)
+    )
     q, qd, _ = _calls(model, (5, 5))
     compiled.wait()
     grads = []
@@ -213,7 +215,7 @@ def test_sublayers_and_scalar_summaries_through_public_apis(tmp_path):
     import keras
     import tensorflow as tf
 
-    model = LagrangianNetwork(2, seed=0, hidden=(4,))
+    model = LagrangianNetwork(2, kind="kinetic-potential", seed=0, hidden=(4,))
     assert [layer.name for layer in _runtime.sublayers(model)] == ["kinetic", "potential"]
     seq = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2), keras.layers.Dense(1)])
     assert len(_runtime.sublayers(seq)) == 2

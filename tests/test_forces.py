@@ -27,7 +27,7 @@ def test_the_friction_argument_names_registered_terms():
     with pytest.raises(ValueError, match="unknown: 'stribeck'"):
         friction_names("viscous+stribeck")
     with pytest.raises(ValueError, match="unknown: 'damping'"):
-        lnn.LagrangianNetwork(2, friction="damping")
+        lnn.LagrangianNetwork(2, kind="kinetic-potential", friction="damping")
 
 
 @pytest.mark.parametrize("friction", ["viscous", "coulomb", "viscous+coulomb"])

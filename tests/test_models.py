@@ -400,7 +400,7 @@ def test_bad_inputs_raise_clearly():
         (dict(n_dof=2, angular=(True,)), ValueError, "angular must have n_dof = 2"),
         (dict(n_dof=2, angular=1.5), TypeError, "angular must be a bool or 2 bools, got 1.5"),
         (dict(n_dof=2, convex=True, kind="black-box"), ValueError, "convex=True applies"),
-        (dict(n_dof=2, convex=True, activation="tanh"), ValueError, "softplus"),
+        (dict(n_dof=2, kind="kinetic-potential", convex=True, activation="tanh"), ValueError, "softplus"),
         (dict(n_dof=2, convex_init=True, activation="swish"), ValueError, "convex_init=True needs"),
         (dict(n_dof=2, hidden=()), ValueError, "hidden must be a non-empty"),
         (dict(n_dof=2, hidden=64), TypeError, "hidden must be a tuple"),
@@ -413,8 +413,8 @@ def test_bad_constructor_arguments(kwargs, error, message):
 
 
 def test_one_bool_marks_every_coordinate_angular():
-    assert LagrangianNetwork(3, angular=True).angular == (True, True, True)
-    assert LagrangianNetwork(2, angular=False).angular == (False, False)
+    assert LagrangianNetwork(3, kind="kinetic-potential", angular=True).angular == (True, True, True)
+    assert LagrangianNetwork(2, kind="kinetic-potential", angular=False).angular == (False, False)
 
 
 def test_angular_coordinates_are_periodic_and_adapt_scales_the_rest():
@@ -454,7 +454,9 @@ def test_mlp_layers_and_feature_map_reimplement_the_model_in_numpy():
 
 
 def test_single_states_dtypes_and_numpy_path():
-    model = LagrangianNetwork(2, hidden=(8,), convex=True, seed=0, xla=False)  # float32 default
+    model = LagrangianNetwork(
+        2, kind="kinetic-potential", hidden=(8,), convex=True, seed=0, xla=False
+    )  # float32 default
     q, qd = np.array([0.3, -0.2]), np.array([0.5, 1.0])
     qdd = model.acceleration(q, qd)
     assert qdd.shape == (2,) and qdd.dtype == tf.float32

@@ -105,6 +105,6 @@ def test_bad_priors_are_refused_clearly():
     with pytest.raises(ValueError, match="prior has 2 joints"):
         lnn.LagrangianNetwork(3, kind="rigid-body", prior=simulations.PlanarArm())
     with pytest.raises(ValueError, match="apply to kind 'rigid-body' only"):
-        lnn.LagrangianNetwork(2, prior=simulations.PlanarArm())
+        lnn.LagrangianNetwork(2, kind="kinetic-potential", prior=simulations.PlanarArm())
     with pytest.raises(TypeError, match="rigid-body prior must be"):
         lnn.LagrangianNetwork(2, kind="rigid-body", prior=object())

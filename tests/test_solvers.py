@@ -228,7 +228,8 @@ def test_compiled_solves_do_not_retrace():
     assert _embedded.tracing_count(system) == count
 
 
-def test_a_new_shape_runs_as_a_graph_until_its_xla_form_is_compiled():
+def test_a_new_shape_runs_as_a_graph_until_its_xla_form_is_compiled(monkeypatch):
+    monkeypatch.setattr(_embedded, "usable_cores", lambda: 2)  # the policy of a machine with a spare core
     system = TFPendulums()
     t = np.linspace(0.0, 3.0, 31)
     first = rollout(system, Q0, QD0, t, method="tsit5", rtol=1e-9, atol=1e-9)
@@ -244,6 +245,15 @@ def test_a_new_shape_runs_as_a_graph_until_its_xla_form_is_compiled():
     assert second.metadata["n_accepted"] == first.metadata["n_accepted"]
 
 
+def test_on_one_core_the_first_rollout_compiles_at_once(monkeypatch):
+    monkeypatch.setattr(_embedded, "usable_cores", lambda: 1)
+    system = TFPendulums()
+    rollout(system, Q0, QD0, np.linspace(0.0, 1.0, 11), method="dopri5")
+    caller = _embedded._CACHE[system][("rollout", "dopri5", 2, tf.float64, False, False)]
+    assert caller.iterations["graph"] == 0 and caller.iterations["xla"] > 0
+    assert [c.thread for c in caller.compilations] == ["MainThread"]
+
+
 def test_a_numpy_only_system_is_refused_with_a_clear_error():
     import simulations
 
@@ -256,7 +266,7 @@ def test_bad_input_is_named():
     with pytest.raises(
         ValueError,
         match=r"tsit5, dopri5, dopri8.*RK23, RK45, DOP853, Radau, "
-        r"BDF, LSODA; got 'rk45'",
+        r"BDF, LSODA or 'auto'; got 'rk45'",
     ):
         rollout(SYSTEM, Q0, QD0, t, method="rk45")
     with pytest.raises(
@@ -308,7 +318,7 @@ def test_auto_picks_the_compiled_pair_for_learned_float64_models_only():
     from lnn.integrate import choose_method
 
     model64 = lnn.LagrangianNetwork(2, kind="structured", hidden=(8,), dtype="float64", seed=0)
-    model32 = lnn.LagrangianNetwork(2, hidden=(8,), seed=0)
+    model32 = lnn.LagrangianNetwork(2, kind="kinetic-potential", hidden=(8,), seed=0)
     assert choose_method(model64) == "tsit5"
     assert choose_method(model64, tau=lambda t, q, qd: 0 * q) == "DOP853"  # a controller
     assert choose_method(model32) == "DOP853"  # scipy integrates a float32 model in float64

@@ -279,7 +279,7 @@ def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="validation fraction"):
         fit(_model(), data, validation=1.5)
     with pytest.raises(ValueError, match="model.n_dof is 2"):
-        fit(LagrangianNetwork(2, dtype="float64"), data)
+        fit(LagrangianNetwork(2, kind="kinetic-potential", dtype="float64"), data)
     with pytest.raises(TypeError, match="lnn.Dataset"):
         fit(_model(), np.zeros((3, 1)))
 

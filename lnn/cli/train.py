@@ -80,7 +80,8 @@ def register(subparsers) -> None:
     p.add_argument(
         "--kind",
         default=model["kind"],
-        help="model structure, a registered kind: kinetic-potential, black-box, structured, ... (lnn.models.KINDS)",
+        help="model structure, a registered kind: structured, kinetic-potential, black-box, rigid-body, ... "
+        "(lnn.models.KINDS)",
     )
     p.add_argument("--hidden", default=_hidden_text(model["hidden"]), help="hidden widths, comma separated")
     p.add_argument("--activation", default=model["activation"], help="hidden activation")

@@ -663,8 +663,8 @@ def compiled_rollout(problem, *, max_steps: int, progress=None):
     ``tau(t, q, qd)`` is not accepted (the trajectories have their own times);
     sampled forces are.
     """
-    from lnn.integrate import _Solution, _trajectory
-    from lnn.trajectory import Failure
+    from lnn.integrate import _Solution, _tolerance_metadata, _trajectory
+    from lnn.trajectory import Failure, Trajectory
 
     torque = problem.torque
     if torque.controller is not None:
@@ -699,11 +699,56 @@ def compiled_rollout(problem, *, max_steps: int, progress=None):
     if progress is not None:
         span = float(t[-1] - t[0])
         progress(span, span)
-    # The accelerations and energies at the samples: numpy (the system's snapshot), as scipy's path.
-    counters = {"max_steps": max_steps, "n_accepted": n_acc.tolist(), "n_rejected": n_rej.tolist()}
-    solution = _Solution(Y=np.asarray(Y, dtype=np.float64), nfev=int(nfev), counters=counters, failures=failures)
-    trajectory = _trajectory(problem, solution)
+    # The accelerations and energies at the samples: one plain-graph call for the whole batch.
+    at_samples = _samples_caller(system, n=n, dtype=dtype, has_tau=has_tau)
+    y0_t, tau_t = args[0], args[2:3] if has_tau else []
+    qdd, energy = (x.numpy() for x in at_samples(_runtime.eager_tensor(Y, dtype), y0_t, *tau_t))
+    Y = np.asarray(Y, dtype=np.float64)
+    tau_all = np.array(torque.samples, dtype=np.float64) if has_tau else np.zeros((B, t.shape[0], n))
+    trajectory = Trajectory(
+        t=t,
+        q=np.ascontiguousarray(Y[..., :n]),
+        qd=np.ascontiguousarray(Y[..., n:]),
+        qdd=np.asarray(qdd, dtype=np.float64),
+        tau=tau_all,
+        energy=np.asarray(energy, dtype=np.float64),
+        nfev=int(nfev),
+        method=problem.method,
+        metadata={
+            **_tolerance_metadata(problem),
+            "max_step": problem.max_step,
+            "max_steps": max_steps,
+            "error_control": "trajectory",
+            "tau_interpolation": problem.tau_interpolation,
+            "n_accepted": n_acc.tolist(),
+            "n_rejected": n_rej.tolist(),
+        },
+        failed_at=failed_at,
+        failures=failures,
+    )
     return trajectory, None
+
+
+def _samples_caller(system, *, n, dtype, has_tau):
+    """``(Y (B, T, 2n), y0 (B, 2n), [tau (B, T, n)]) -> (qdd (B, T, n), energy (B, T))``, a plain graph.
+
+    :func:`_at_samples` outside the XLA solve (one call for every sample of
+    the batch, no per-shape compilation), cached per system.
+    """
+    has_energy = callable(getattr(system, "energy", None))
+
+    def build():
+        def samples(Y, y0, *tau):
+            tau_s = tau[0] if has_tau else None
+            return _at_samples(system, Y, y0, tau_s, n=n, dtype=dtype, has_tau=has_tau, has_energy=has_energy)
+
+        signature = [tf.TensorSpec([None, None, 2 * n], dtype), tf.TensorSpec([None, 2 * n], dtype)]
+        if has_tau:
+            signature.append(tf.TensorSpec([None, None, n], dtype))
+        function = tf.function(samples, input_signature=signature, autograph=False, reduce_retracing=True)
+        return _runtime.fast_caller(function.get_concrete_function())
+
+    return _cached(system, ("samples", n, dtype, has_tau), build)
 
 
 def _rollout_caller(system, tab, *, n, dtype, has_tau, hold):
@@ -717,6 +762,16 @@ def _rollout_caller(system, tab, *, n, dtype, has_tau, hold):
     return _cached(system, ("rollout", tab.name, n, dtype, has_tau, hold), build)
 
 
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one)."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 class _RolloutCaller:
     """``(y0, t, [tau,] rtol, atol, max_step, max_steps) -> (Y, failed_at, status, n_accepted, n_rejected, nfev)``.
 
@@ -728,7 +783,9 @@ class _RolloutCaller:
     (no compilation; 2-10x slower per step) while the XLA form of that shape
     compiles on the background worker (:func:`lnn.models.compiled.wait`
     waits for it); from the first chunk after the compilation, the rest of
-    the solve runs in XLA in one call. Both forms are the same graph: their
+    the solve runs in XLA in one call. On a single usable core
+    (:func:`usable_cores`) the compilation would only slow the graph down:
+    the first call compiles XLA at once instead. Both forms are the same graph: their
     results agree to rounding (the step sizes come from the same error
     estimates). Calls skip TensorFlow's Python dispatch
     (:func:`lnn._runtime.fast_caller`).
@@ -736,7 +793,7 @@ class _RolloutCaller:
 
     def __init__(self, begin, graph, xla) -> None:
         self._begin = _runtime.fast_caller(begin.get_concrete_function())
-        self._graph = _runtime.fast_caller(graph.get_concrete_function())
+        self._graph_function, self._graph = graph, None  # traced when first needed
         self._xla_function = xla
         self._xla = None
         self.ready: set[tuple] = set()
@@ -752,16 +809,21 @@ class _RolloutCaller:
         shape = tuple(tuple(a.shape) for a in inputs)
         state = self._begin(*inputs)
         if shape not in self._scheduled:
-            from lnn.models import compiled
-
             self._scheduled.add(shape)
-            compiled.submit(self, shape, (inputs, state))
+            if usable_cores() >= 2:
+                from lnn.models import compiled
+
+                compiled.submit(self, shape, (inputs, state))
+            else:  # one core: the background compilation would only slow the graph down
+                self._compile(shape, (inputs, state))
         done = int(state[0].numpy())
         while done < limit and bool(np.any(state[7].numpy() == _RUNNING)):
             if shape in self.ready:
                 state = self._xla(*inputs, max_steps, *state)
                 form, end = "xla", limit
             else:
+                if self._graph is None:
+                    self._graph = _runtime.fast_caller(self._graph_function.get_concrete_function())
                 end = min(done + GRAPH_CHUNK, limit)
                 state = self._graph(*inputs, _runtime.eager_tensor(np.asarray(end, np.int32), tf.int32), *state)
                 form = "graph"
