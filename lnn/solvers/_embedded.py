@@ -785,9 +785,9 @@ class _RolloutCaller:
     waits for it); from the first chunk after the compilation, the rest of
     the solve runs in XLA in one call. On a single usable core
     (:func:`usable_cores`) the compilation would only slow the graph down:
-    the first call compiles XLA at once instead. Both forms are the same graph: their
-    results agree to rounding (the step sizes come from the same error
-    estimates). Calls skip TensorFlow's Python dispatch
+    the first call compiles XLA at once instead. Both forms are the same
+    graph: their results agree to rounding (the step sizes come from the
+    same error estimates). Calls skip TensorFlow's Python dispatch
     (:func:`lnn._runtime.fast_caller`).
     """
 
@@ -818,9 +818,9 @@ class _RolloutCaller:
                 self._compile(shape, (inputs, state))
         done = int(state[0].numpy())
         while done < limit and bool(np.any(state[7].numpy() == _RUNNING)):
-            if shape in self.ready:
+            if shape in self.ready:  # the rest of the solve in one call
                 state = self._xla(*inputs, max_steps, *state)
-                form, end = "xla", limit
+                form = "xla"
             else:
                 if self._graph is None:
                     self._graph = _runtime.fast_caller(self._graph_function.get_concrete_function())
