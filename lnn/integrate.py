@@ -139,9 +139,10 @@ def choose_method(system, *, tau=None) -> str:
     ``"tsit5"`` (compiled, :mod:`lnn.solvers`) for a learned float64 model
     (one with a ``numpy_snapshot``, whose ``acceleration`` is TensorFlow)
     without a controller: at every batch size it is faster than scipy's
-    stepping (``benchmarks/bench_rollout.py``: 0.03 s against 0.5 s for one
-    10 s trajectory of a 64x64 double pendulum, 3 s against 9 s for 256),
-    and the first rollout of a new shape does not wait for XLA. ``"DOP853"``
+    stepping (``benchmarks/bench_rollout.py``, one core: 0.026 s against
+    0.46 s for one 10 s trajectory of a 64x64 double pendulum, 4.2 s against
+    12.1 s for 256), and with a second core the first rollout of a new shape
+    does not wait for XLA. ``"DOP853"``
     otherwise: for numpy systems (ground truth), for a controller
     ``tau(t, q, qd)`` (the compiled methods take sampled forces only), and
     for float32 models, which scipy integrates in float64 (the compiled
@@ -223,7 +224,7 @@ def rollout(
         solve runs in one XLA-compiled graph, every trajectory with its own
         step size (compiled once per system, method and input shape, on a
         background thread: the first rollout of a shape runs as a plain
-        graph meanwhile). ``"auto"``: :func:`choose_method` (``"tsit5"`` for
+        graph meanwhile; at once on a single usable core). ``"auto"``: :func:`choose_method` (``"tsit5"`` for
         a learned float64 model, else ``"DOP853"``).
     rtol, atol : float or array_like ``(B,)``, optional
         Relative and absolute tolerances of the solver; default
