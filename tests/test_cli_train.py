@@ -176,7 +176,7 @@ def test_cli_defaults_are_the_library_defaults():
         "(default: 128,128)",
         "(default: auto)",
         "(default: 512)",
-        "(default: 0.003)",
+        "(default: 0.01)",
         "(default: cosine)",
         "(default: 0.1)",
         "(default: None)",

@@ -261,7 +261,7 @@ def test_assembled_jacobians_equal_finite_differences_of_the_vector_field():
 
 
 def test_unknown_method_lists_the_methods():
-    with pytest.raises(ValueError, match="RK23, RK45, DOP853, Radau, BDF, LSODA; got 'Euler'"):
+    with pytest.raises(ValueError, match="RK23, RK45, DOP853, Radau, BDF, LSODA or 'auto'; got 'Euler'"):
         rollout(Oscillators(), [0.0, 0.0], [0.0, 0.0], [0.0, 1.0], method="Euler")
 
 

@@ -79,7 +79,7 @@ _XLA_COMPILATIONS = textwrap.dedent("""
     qdd = -np.sin(q) - 0.1 * qd
     data = Dataset(t=np.arange(64) * 0.01, q=q, qd=qd, qdd=qdd, tau=np.zeros_like(q),
                    trajectory=np.zeros(64, int), angular=(True, True))
-    model = LagrangianNetwork(2, hidden=(8, 8), angular=(True, True), convex=True, seed=1)
+    model = LagrangianNetwork(2, kind="kinetic-potential", hidden=(8, 8), angular=(True, True), convex=True, seed=1)
     counts = []
     count = lambda: len(glob.glob(os.path.join(sys.argv[1], "*before_optimizations.txt")))
     fit(model, data, epochs=3, batch_size=16, validation=None, xla=True,
