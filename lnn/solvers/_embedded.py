@@ -212,9 +212,12 @@ def _compiled(system, tab, *, n, dtype, has_tau, hold, jit, samples=True):
     if key not in per_system:
         _check_tensor_system(system, tab.name, n=n, dtype=dtype, has_tau=has_tau)
         per_system[key] = _build(system, tab, n=n, dtype=dtype, has_tau=has_tau, hold=hold, jit=jit, samples=samples)
-        if not samples:
-            per_system[key + ("begin",)] = _build_begin(system, tab, n=n, dtype=dtype, has_tau=has_tau, hold=hold)
-    return per_system[key] if samples else (per_system[key + ("begin",)], per_system[key])
+    if samples:
+        return per_system[key]
+    begin_key = (tab.name, n, dtype, has_tau, hold, "begin")  # one plain-graph start for the graph and XLA forms
+    if begin_key not in per_system:
+        per_system[begin_key] = _build_begin(system, tab, n=n, dtype=dtype, has_tau=has_tau, hold=hold)
+    return per_system[begin_key], per_system[key]
 
 
 def _check_tensor_system(system, name: str, *, n: int, dtype, has_tau: bool) -> None:
