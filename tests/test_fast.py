@@ -150,11 +150,15 @@ def _jacobian_op(model, tau=False):
     return model.compiled_ops()[("acceleration_jacobian_tau" if tau else "acceleration_jacobian", None)]
 
 
-def test_jacobian_runs_in_graph_mode_at_once_and_xla_once_its_size_recurs():
-    """No compilation on the caller's path: graph mode first, XLA compiled in the background."""
+@pytest.mark.parametrize("kind, options", [("kinetic-potential", {"convex": True}), ("structured", {})])
+def test_jacobian_runs_in_graph_mode_at_once_and_xla_once_its_size_recurs(kind, options):
+    """No compilation on the caller's path: graph mode first, XLA compiled in the background.
+
+    The structured kind compiles too: its closed form has no forward accumulator.
+    """
     from lnn.models import compiled
 
-    model = _model("kinetic-potential", {"convex": True}, ANGULAR["mixed"])
+    model = _model(kind, options, ANGULAR["mixed"])
     assert model.xla
     rng = np.random.default_rng(6)
     batch = 70  # padded to 96 under XLA
@@ -171,19 +175,6 @@ def test_jacobian_runs_in_graph_mode_at_once_and_xla_once_its_size_recurs():
     np.testing.assert_allclose(xla, first, rtol=0, atol=1e-12 * np.abs(first).max())
     np.testing.assert_allclose(small, first, rtol=0, atol=1e-12 * np.abs(first).max())
     assert op.tracing_count() == 1
-
-
-def test_structured_jacobian_stays_in_graph_mode():
-    """The structured kind's forward-mode term is not compiled with XLA."""
-    from lnn.models import compiled
-
-    model = _model("structured", {}, ANGULAR["mixed"])
-    q, qd = _states(np.random.default_rng(9), batch=5)
-    tau = np.ones_like(q)
-    for _ in range(3):
-        acceleration_jacobian(model, q, qd, tau)
-    compiled.wait()
-    assert _jacobian_op(model, tau=True).xla_function is None
 
 
 def test_snapshot_follows_the_weights_at_lookup():

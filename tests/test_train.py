@@ -79,7 +79,9 @@ _XLA_COMPILATIONS = textwrap.dedent("""
     qdd = -np.sin(q) - 0.1 * qd
     data = Dataset(t=np.arange(64) * 0.01, q=q, qd=qd, qdd=qdd, tau=np.zeros_like(q),
                    trajectory=np.zeros(64, int), angular=(True, True))
-    model = LagrangianNetwork(2, kind="kinetic-potential", hidden=(8, 8), angular=(True, True), convex=True, seed=1)
+    kind = sys.argv[2]
+    extra = {"convex": True} if kind == "kinetic-potential" else {}
+    model = LagrangianNetwork(2, kind=kind, hidden=(8, 8), angular=(True, True), seed=1, **extra)
     counts = []
     count = lambda: len(glob.glob(os.path.join(sys.argv[1], "*before_optimizations.txt")))
     fit(model, data, epochs=3, batch_size=16, validation=None, xla=True,
@@ -88,7 +90,8 @@ _XLA_COMPILATIONS = textwrap.dedent("""
 """)
 
 
-def test_xla_train_step_is_compiled_once_not_per_weight_update(tmp_path):
+@pytest.mark.parametrize("kind", ["kinetic-potential", "structured"])
+def test_xla_train_step_is_compiled_once_not_per_weight_update(tmp_path, kind):
     """fit's XLA step must not recompile when the weights change (a fresh process, XLA dumps).
 
     Under XLA, a step built on the nested-tape engine (lnn.mechanics) recompiled after
@@ -96,7 +99,11 @@ def test_xla_train_step_is_compiled_once_not_per_weight_update(tmp_path):
     """
     env = dict(os.environ, XLA_FLAGS=f"--xla_dump_to={tmp_path}", TF_CPP_MIN_LOG_LEVEL="2")
     done = subprocess.run(
-        [sys.executable, "-c", _XLA_COMPILATIONS, str(tmp_path)], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", _XLA_COMPILATIONS, str(tmp_path), kind],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     counts = json.loads(done.stdout.strip().splitlines()[-1])
@@ -104,7 +111,7 @@ def test_xla_train_step_is_compiled_once_not_per_weight_update(tmp_path):
     assert counts[-1] == counts[0], f"XLA modules compiled after each epoch: {counts}"
 
 
-@pytest.mark.parametrize("kind", ["kinetic-potential", "black-box"])
+@pytest.mark.parametrize("kind", ["kinetic-potential", "structured", "black-box"])
 def test_both_train_engines_give_the_same_loss_and_gradients(kind):
     import tensorflow as tf
 

@@ -42,7 +42,16 @@ import tensorflow as tf
 from lnn import _runtime
 from lnn.models.activations import ACTIVATIONS
 
-__all__ = ["MLP", "MLPLayer", "NumpyNet", "ScalarDerivatives", "scalar_derivatives", "weighted_gram"]
+__all__ = [
+    "MLP",
+    "MLPLayer",
+    "NumpyNet",
+    "ScalarDerivatives",
+    "VectorJet",
+    "scalar_derivatives",
+    "vector_jet",
+    "weighted_gram",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -370,6 +379,76 @@ def scalar_derivatives(net: MLP, x, v, *, hessian: bool = True, x_tangent=None) 
             if tangents is not None:
                 mixed = mixed + tf.linalg.matvec(k_l, curv[i] * tangents[i])
     return ScalarDerivatives(value, grad_x, grad_v, hess, mixed)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class VectorJet:
+    """An MLP of ``x`` alone at a batch: its output, a forward tangent, and reverse products.
+
+    Built by :func:`vector_jet`; every derivative is an explicit product of
+    the layers (no tape, no forward accumulator), so a graph holding it
+    compiles under XLA and differentiates again for training.
+
+    Attributes
+    ----------
+    value : tensor, shape ``(B, K)``
+    tangent : tensor, shape ``(B, K)`` or None
+        ``(dy/dx) u`` for the tangent ``u`` of ``x`` (when given).
+    """
+
+    value: tf.Tensor
+    tangent: tf.Tensor | None
+    _slopes: tuple
+    _kernels: tuple
+    _w_x: tf.Tensor
+
+    def pullback(self, adjoint):
+        """``adjoint @ dy/dx`` for ``adjoint (B, K)``: shape ``(B, F)``."""
+        delta = tf.matmul(adjoint, self._kernels[-1], transpose_b=True)
+        for i in range(len(self._slopes) - 1, 0, -1):
+            delta = tf.matmul(delta * self._slopes[i], self._kernels[i - 1], transpose_b=True)
+        return tf.matmul(delta * self._slopes[0], self._w_x, transpose_b=True)
+
+
+def vector_jet(net: MLP, x, x_tangent=None) -> VectorJet:
+    """Output, tangent and pullback of an MLP of ``x`` alone (``n_velocity == 0``), in closed form.
+
+    ``z_1 = x W_x + b_1``; the tangent runs ``t_1 = u W_x``,
+    ``t_l = (s'(z_{l-1}) t_{l-1}) W_l``, out ``(s'(z_L) t_L) W_out``; the
+    pullback the transposed products in reverse.
+
+    Parameters
+    ----------
+    net : MLP
+        A network with ``n_features > 0`` and ``n_velocity == 0``.
+    x : tensor, shape ``(B, F)``
+    x_tangent : tensor, shape ``(B, F)``, optional
+        Direction ``u`` of ``x``.
+
+    Returns
+    -------
+    VectorJet
+    """
+    if net.w_v is not None or net.w_x is None:
+        raise ValueError(
+            f"vector_jet needs an MLP of x alone, got n_features={net.n_features}, n_velocity={net.n_velocity}"
+        )
+    act = ACTIVATIONS[net.activation_name].tf
+    kernels = tuple(net.kernels())
+    biases = [tf.convert_to_tensor(b) for b in net._biases]
+    w_x = tf.convert_to_tensor(net.w_x)
+    z = tf.matmul(x, w_x) + net.b_1
+    t = None if x_tangent is None else tf.matmul(x_tangent, w_x)
+    slopes = []
+    for i, k in enumerate(kernels):
+        h, d1, _ = act(z, curvature=False)
+        slopes.append(d1)
+        z = tf.matmul(h, k)
+        if i < len(kernels) - 1 or net.output_bias:
+            z = z + biases[i]
+        if t is not None:
+            t = tf.matmul(t * d1, k)
+    return VectorJet(z, t, tuple(slopes), kernels, w_x)
 
 
 # ----------------------------------------------------------------------------- numpy twin

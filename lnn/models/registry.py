@@ -97,6 +97,9 @@ class Kind:
         False when ``M`` depends on ``q`` only (``mass_matrix(q)`` then needs no ``qd``).
     xla_jacobian : bool
         Whether the rollout Jacobian of this kind may run under XLA.
+    xla_train : bool
+        Whether :func:`lnn.fit` compiles this kind's train step with XLA by
+        default (where it was measured faster, compiling once per fit).
     convex : bool
         Whether the kind accepts ``convex=True``.
     torque_loss_alone : bool
@@ -110,6 +113,7 @@ class Kind:
     networks: ClassVar[tuple[str, ...]] = ()
     mass_depends_on_qd: ClassVar[bool] = True
     xla_jacobian: ClassVar[bool] = True
+    xla_train: ClassVar[bool] = False
     convex: ClassVar[bool] = False
     torque_loss_alone: ClassVar[bool] = True
     takes_prior: ClassVar[bool] = False

@@ -23,19 +23,18 @@ __all__ = ["_Trainer", "build_trainer", "make_optimizer", "use_xla"]
 def use_xla(model, weights: dict, xla: bool | None) -> bool:
     """fit's ``xla`` option: ``None`` picks XLA where it was measured to pay off.
 
-    Measured (benchmarks/bench_mechanics.py, "train"): XLA makes the
-    kinetic-potential step 1.3-1.6x faster after a 2-7 s compilation per batch
-    shape; black-box models gain nothing, and the structured kind's
-    forward-mode term recompiles on every step. So: on for kinetic-potential
-    models built with ``xla=True``, unless the loss has a rollout term.
+    Measured (benchmarks/bench_mechanics.py, "train"; benchmarks/bench_defaults.py):
+    XLA makes the kinetic-potential step 1.3-1.6x and the structured step
+    1.7x faster (its closed form has no tape), after a 2-7 s compilation per
+    batch shape; black-box models gain nothing. So: on for the kinds that
+    say so (``Kind.xla_train``) in models built with ``xla=True``, unless the
+    loss has a rollout term.
     """
     if xla is not None:
         return bool(xla)
-    return (
-        bool(getattr(model, "xla", False))
-        and getattr(model, "kind", None) == "kinetic-potential"
-        and weights.get("rollout", 0.0) <= 0
-    )
+    kind = getattr(model, "kind_model", None)
+    wanted = bool(getattr(model, "xla", False)) and bool(getattr(kind, "xla_train", False))
+    return wanted and weights.get("rollout", 0.0) <= 0
 
 
 def make_optimizer(model, strategy, *, learning_rate: float, clipnorm: float | None):
