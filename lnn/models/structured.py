@@ -98,7 +98,7 @@ class Structured(Kind):
         network; ``(dM/dt) qd = dC w + C (dC^T qd)`` with ``dC`` the tangent
         of ``C`` along ``qd``. No tape and no forward accumulator: the graph
         compiles under XLA and trains by one reverse pass (equal to the tape
-        engine to rounding, ``tests/test_models.py``).
+        engine to rounding: ``tests/test_kinds.py``, ``tests/test_train.py``).
         """
         model, n = self.model, self.model.n_dof
         features = model.features(q)
