@@ -33,15 +33,20 @@ def tril_scatter(n: int, dtype) -> np.ndarray:
     return scatter.astype(dtype)
 
 
-def lower_triangular(diag_raw, lower, scatter):
-    """``C = diag(softplus(diag_raw)) + tril(lower)`` for a batch (``(B, n)``, ``(B, m)``) or one matrix."""
-    n = diag_raw.shape[-1]
-    c = tf.linalg.diag(tf.math.softplus(diag_raw))
+def assemble_triangular(diag, lower, scatter):
+    """``diag(diag) + tril(lower)`` for a batch (``(B, n)``, ``(B, m)``) or one matrix."""
+    n = diag.shape[-1]
+    c = tf.linalg.diag(diag)
     if n == 1:
         return c
-    if diag_raw.shape.rank == 1:
+    if diag.shape.rank == 1:
         return c + tf.reshape(tf.linalg.matvec(scatter, lower, transpose_a=True), (n, n))
     return c + tf.reshape(tf.matmul(lower, scatter), (-1, n, n))
+
+
+def lower_triangular(diag_raw, lower, scatter):
+    """``C = diag(softplus(diag_raw)) + tril(lower)`` for a batch (``(B, n)``, ``(B, m)``) or one matrix."""
+    return assemble_triangular(tf.math.softplus(diag_raw), lower, scatter)
 
 
 @register_kind
@@ -65,12 +70,15 @@ class Structured(Kind):
         self._scatter = tril_scatter(n, options["dtype"])
 
     # -- TensorFlow ------------------------------------------------------------------
+    def _mass_of(self, chol):
+        """``M = C C^T + eps I``."""
+        m = tf.matmul(chol, chol, transpose_b=True)
+        return m + self.model.epsilon * tf.eye(self.model.n_dof, dtype=m.dtype)
+
     def _mass(self, x):
         n = self.model.n_dof
         raw = self.model.cholesky_net.forward(x)
-        c = lower_triangular(raw[:, :n], raw[:, n:], self._scatter)
-        m = tf.matmul(c, c, transpose_b=True)
-        return m + self.model.epsilon * tf.eye(n, dtype=m.dtype)
+        return self._mass_of(lower_triangular(raw[:, :n], raw[:, n:], self._scatter))
 
     def kinetic(self, q, qd):
         """``T = 1/2 qd^T M(q) qd``."""
@@ -102,33 +110,27 @@ class Structured(Kind):
         """
         model, n = self.model, self.model.n_dof
         features = model.features(q)
-        want = mixed or grad_q
         jet = vector_jet(model.cholesky_net, features.x, features.tangent(qd) if mixed else None)
-        diag_raw, lower = jet.value[:, :n], jet.value[:, n:]
-        chol = lower_triangular(diag_raw, lower, self._scatter)
+        diag_raw = jet.value[:, :n]
+        chol = lower_triangular(diag_raw, jet.value[:, n:], self._scatter)
         w = tf.linalg.matvec(chol, qd, transpose_a=True)  # C^T qd
         p = tf.linalg.matvec(chol, w) + model.epsilon * qd
-        mass = tf.matmul(chol, chol, transpose_b=True) + model.epsilon * tf.eye(n, dtype=chol.dtype)
-        potential = scalar_derivatives(model.potential_net, features.x, None, hessian=False)
-        value = 0.5 * tf.reduce_sum(qd * p, axis=-1) - potential.value
-        if not want:
-            return Terms(value, None, p, mass, None)
-        sig = tf.math.sigmoid(diag_raw)
-        gq = None
+        if grad_q:
+            potential = scalar_derivatives(model.potential_net, features.x, None, hessian=False)
+            v = potential.value
+        else:
+            v = model.potential_net.forward(features.x)[:, 0]
+        value = 0.5 * tf.reduce_sum(qd * p, axis=-1) - v
+        sig = tf.math.sigmoid(diag_raw)  # d softplus / d raw on the diagonal
+        gq = mix = None
         if grad_q:
             rows, cols = np.tril_indices(n, -1)
-            adjoint = qd * w * sig
-            if n > 1:
-                adjoint = tf.concat([adjoint, tf.gather(qd, rows, axis=1) * tf.gather(w, cols, axis=1)], axis=1)
+            adjoint = tf.concat([qd * w * sig, tf.gather(qd, rows, axis=1) * tf.gather(w, cols, axis=1)], axis=1)
             gq = features.pullback(jet.pullback(adjoint) - potential.grad_x)
-        mix = None
         if mixed:
-            d_raw = jet.tangent
-            d_chol = tf.linalg.diag(sig * d_raw[:, :n])
-            if n > 1:
-                d_chol = d_chol + tf.reshape(tf.matmul(d_raw[:, n:], self._scatter), (-1, n, n))
+            d_chol = assemble_triangular(sig * jet.tangent[:, :n], jet.tangent[:, n:], self._scatter)
             mix = tf.linalg.matvec(d_chol, w) + tf.linalg.matvec(chol, tf.linalg.matvec(d_chol, qd, transpose_a=True))
-        return Terms(value, gq, p, mass, mix)
+        return Terms(value, gq, p, self._mass_of(chol), mix)
 
     # -- numpy -----------------------------------------------------------------------
     def numpy(self, fold):

@@ -205,19 +205,19 @@ def _cached(system, key, build):
 def _compiled(system, tab, *, n, dtype, has_tau, hold, jit, samples=True):
     """The compiled solve for ``system`` and these options (cached; traced on first use)."""
     key = (tab.name, n, dtype, has_tau, hold, jit, samples)
-    try:
-        per_system = _CACHE.setdefault(system, {})
-    except TypeError:  # neither weak-referenceable nor hashable: no cache
-        per_system = {}
-    if key not in per_system:
+
+    def build():
         _check_tensor_system(system, tab.name, n=n, dtype=dtype, has_tau=has_tau)
-        per_system[key] = _build(system, tab, n=n, dtype=dtype, has_tau=has_tau, hold=hold, jit=jit, samples=samples)
+        return _build(system, tab, n=n, dtype=dtype, has_tau=has_tau, hold=hold, jit=jit, samples=samples)
+
+    run = _cached(system, key, build)
     if samples:
-        return per_system[key]
-    begin_key = (tab.name, n, dtype, has_tau, hold, "begin")  # one plain-graph start for the graph and XLA forms
-    if begin_key not in per_system:
-        per_system[begin_key] = _build_begin(system, tab, n=n, dtype=dtype, has_tau=has_tau, hold=hold)
-    return per_system[begin_key], per_system[key]
+        return run
+    # One plain-graph start per system and options, shared by the graph and XLA forms.
+    begin = _cached(
+        system, key[:5] + ("begin",), lambda: _build_begin(system, tab, n=n, dtype=dtype, has_tau=has_tau, hold=hold)
+    )
+    return begin, run
 
 
 def _check_tensor_system(system, name: str, *, n: int, dtype, has_tau: bool) -> None:
