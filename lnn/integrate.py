@@ -25,7 +25,7 @@ step; ``on_failure`` decides between one :class:`IntegrationError` naming
 every failure and a masked result (``Trajectory.failed_at``). The explicit
 methods control every trajectory's own error norm (``error_control``).
 
-``method="tsit5" | "dopri5" | "dopri8"`` dispatch to the compiled embedded
+``method="tsit5" | "dopri5" | "dopri8" | "dopri853"`` dispatch to the compiled embedded
 Runge–Kutta pairs of :mod:`lnn.solvers` (imported lazily). :func:`odeint` is
 a lazy entry point to the in-graph TensorFlow integrators of
 :mod:`lnn.odeint`; this module itself never imports TensorFlow.
@@ -217,9 +217,10 @@ def rollout(
         ``"RK23"``, ``"RK45"``, ``"DOP853"``, ``"Radau"``, ``"BDF"``,
         ``"LSODA"``: the ``solve_ivp`` method (numpy; the whole batch is one
         ODE state with one step size). ``"tsit5"``, ``"dopri5"``,
-        ``"dopri8"``: the compiled embedded Runge–Kutta pairs of
-        :mod:`lnn.solvers` (Tsitouras 5(4), Dormand–Prince 5(4), and
-        Dormand–Prince 8(5,3) with DOP853's coefficients), for systems whose
+        ``"dopri8"``, ``"dopri853"``: the compiled embedded Runge–Kutta pairs of
+        :mod:`lnn.solvers` (Tsitouras 5(4), Dormand–Prince 5(4),
+        Prince–Dormand 8(7) as diffrax's ``Dopri8``, and Dormand–Prince
+        8(5,3) with DOP853's coefficients), for systems whose
         ``acceleration`` accepts TensorFlow tensors (learned models): the whole
         solve runs in one XLA-compiled graph, every trajectory with its own
         step size (compiled once per system, method and input shape, on a

@@ -130,7 +130,7 @@ def odeint(
     t : array_like or tf.Tensor, shape ``(T,)``
         Strictly increasing sample times, ``T >= 2``; ``t[0]`` is the time of
         the initial state. A symbolic ``t`` is checked when the graph runs.
-    method : {"rk4", "verlet", "tsit5", "dopri5", "dopri8"}, keyword-only
+    method : {"rk4", "verlet", "tsit5", "dopri5", "dopri8", "dopri853"}, keyword-only
         Integration scheme: the fixed-step schemes of the module docstring,
         or an adaptive embedded Runge–Kutta pair of :mod:`lnn.solvers`
         (every trajectory with its own step size and error control, dense

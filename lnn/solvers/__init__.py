@@ -13,10 +13,17 @@ per tableau, found through :data:`REGISTRY`:
     Dormand–Prince 5(4), seven stages (FSAL), Shampine's dense output
     (:mod:`lnn.solvers.dopri5`; scipy's ``RK45``).
 ``"dopri8"``
-    Dormand–Prince 8(5,3), twelve stages, 7th-order dense output
-    (:mod:`lnn.solvers.dopri8`; Hairer's ``DOP853``, scipy's ``DOP853``).
+    Prince–Dormand 8(7) (``RK8(7)13M``), thirteen stages, the 7th-order
+    embedded solution as the error estimate, a 5th-order dense output from
+    the step's own stages (:mod:`lnn.solvers.dopri8`; diffrax's ``Dopri8``).
+``"dopri853"``
+    Dormand–Prince 8(5,3), twelve stages, DOP853's combined 5th/3rd-order
+    error estimate, 7th-order dense output from three extra stages
+    (:mod:`lnn.solvers.dopri853`; Hairer's ``DOP853``, scipy's ``DOP853``):
+    larger steps than ``"dopri8"`` at the same tolerance (a less
+    conservative error estimate).
 
-They serve :func:`lnn.rollout` (``method="tsit5" | "dopri5" | "dopri8"``,
+They serve :func:`lnn.rollout` (``method="tsit5" | "dopri5" | "dopri8" | "dopri853"``,
 numpy results) and :func:`lnn.integrate.odeint` (the same names, tensors,
 differentiable with respect to the initial state and the weights). This
 module imports neither TensorFlow nor the engine until a solve is asked for,
@@ -34,6 +41,7 @@ REGISTRY = {
     "tsit5": "lnn.solvers.tsit5",
     "dopri5": "lnn.solvers.dopri5",
     "dopri8": "lnn.solvers.dopri8",
+    "dopri853": "lnn.solvers.dopri853",
 }
 #: The registered names, in order.
 NAMES = tuple(REGISTRY)

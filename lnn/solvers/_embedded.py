@@ -9,12 +9,14 @@ batch of ``B`` initial states, **every trajectory with its own step size**:
   (stage times ``t_b + c_i h_b``); the error estimate of trajectory ``b`` is
   the root-mean-square norm over its ``2n`` components of
   ``err / (atol_b + rtol_b max(|y|, |y_new|))`` (DOP853's combination of its
-  two estimates for ``"dopri8"``), so every trajectory meets its own
+  two estimates for ``"dopri853"``), so every trajectory meets its own
   tolerance, as a solo solve would;
 - the step is accepted where that norm is ``<= 1``; the next step follows a
-  PI controller, ``h_new = h · clip(0.9 · err^(-0.7/k) · err_prev^(0.4/k),
+  PI controller, ``h_new = h · clip(0.9^0.3 · err^(-0.7/k) · err_prev^(0.4/k),
   0.2, 10)`` with ``k = error_order + 1`` (no growth right after a
-  rejection), a rejection shrinks it by ``max(0.2, 0.9 · err^(-1/k))``;
+  rejection; the safety ``0.9^0.3`` makes a steady run settle at the error
+  of the classical controller, ``err = 0.9^k``), a rejection shrinks it by
+  ``max(0.2, 0.9 · err^(-1/k))``;
 - the samples ``t_j`` passed by an accepted step are filled by the tableau's
   dense output, per trajectory (the grid ``t`` is shared, not the steps);
 - the initial step is Hairer's estimate (scipy's ``select_initial_step``),
@@ -59,6 +61,12 @@ __all__ = ["AdaptiveSolution", "STATUS", "solve", "compiled_rollout"]
 STATUS = {0: "running", 1: "finished", 2: "non-finite", 3: "step size too small", 4: "max_steps reached"}
 _RUNNING, _DONE, _NONFINITE, _TOO_SMALL, _MAX_STEPS = range(5)
 _SAFETY, _MIN_FACTOR, _MAX_FACTOR, _BETA1, _BETA2 = 0.9, 0.2, 10.0, 0.7, 0.4
+# With err_prev = err the PI step ratio is safety * err^(-(BETA1 - BETA2)/k): a steady run settles
+# where that is 1. The growth's safety 0.9^(BETA1 - BETA2) puts it at err = 0.9^k, where the
+# classical controller (0.9 err^(-1/k); diffrax's default, scipy's) settles; with 0.9 it settled at
+# 0.9^(k / 0.3), 2.5x (tsit5) to 3.4x (8th order) smaller errors than asked for, bought with
+# ~20 % more steps (double pendulum, 16 learned trajectories: 179 -> 144 accepted tsit5 steps).
+_PI_SAFETY = _SAFETY ** (_BETA1 - _BETA2)
 _NONFINITE_FACTOR = 0.25
 #: Loop iterations per plain-graph call of a rollout while its XLA form compiles (:class:`_RolloutCaller`).
 GRAPH_CHUNK = 32
@@ -129,7 +137,7 @@ def solve(
         Initial states ``[q, qd]``.
     t : tensor or array, shape ``(T,)``
         Strictly increasing sample times (checked by the callers), ``T >= 2``.
-    method : {"tsit5", "dopri5", "dopri8"}, keyword-only
+    method : {"tsit5", "dopri5", "dopri8", "dopri853"}, keyword-only
     tau_samples : tensor or array, shape ``(B, T, n)``, optional, keyword-only
         Generalized forces sampled on ``t`` (interpolated linearly, or held
         with ``hold``); None: unforced.
@@ -533,6 +541,7 @@ def _build(system, tab, *, n, dtype, has_tau, hold, jit, samples=True):
     size = a_np.shape[0]
     n_extra = size - S
     c_safety, c_min, c_max = (tf.constant(x, dtype) for x in (_SAFETY, _MIN_FACTOR, _MAX_FACTOR))
+    c_pi_safety = tf.constant(_PI_SAFETY, dtype)
     c_nonfinite, c_one = tf.constant(_NONFINITE_FACTOR, dtype), tf.constant(1.0, dtype)
     c_tiny, c_floor = tf.constant(1e-10, dtype), tf.constant(1e-4, dtype)
 
@@ -586,7 +595,7 @@ def _build(system, tab, *, n, dtype, has_tau, hold, jit, samples=True):
             accept = running & (norm <= 1.0)
             # PI controller (no growth right after a rejection); rejections shrink.
             safe = tf.maximum(norm, c_tiny)
-            grow = c_safety * safe ** (-_BETA1 * k_exp) * err_prev ** (_BETA2 * k_exp)
+            grow = c_pi_safety * safe ** (-_BETA1 * k_exp) * err_prev ** (_BETA2 * k_exp)
             grow = tf.clip_by_value(grow, c_min, c_max)
             grow = tf.where(rejected, tf.minimum(grow, c_one), grow)
             shrink = tf.where(finite, tf.maximum(c_min, c_safety * safe ** (-k_exp)), tf.fill([B], c_nonfinite))
@@ -878,4 +887,4 @@ def _reason(status: int, time: float, method: str, max_steps: int) -> str:
     return f"stopped with status {STATUS.get(status, status)!r} at t = {time:.6g} s ({method})"
 
 
-assert set(NAMES) == {"tsit5", "dopri5", "dopri8"}
+assert set(NAMES) == {"tsit5", "dopri5", "dopri8", "dopri853"}

@@ -3,7 +3,7 @@
 A :class:`Tableau` holds what :mod:`lnn.solvers._embedded` needs to take a
 step, estimate its error and interpolate inside it; each method's module
 (:mod:`lnn.solvers.tsit5`, :mod:`lnn.solvers.dopri5`,
-:mod:`lnn.solvers.dopri8`) builds one, once, at import.
+:mod:`lnn.solvers.dopri8`, :mod:`lnn.solvers.dopri853`) builds one, once, at import.
 """
 
 from __future__ import annotations

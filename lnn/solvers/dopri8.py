@@ -1,30 +1,239 @@
-"""The Dormand–Prince 8(5,3) pair of Hairer's ``DOP853`` (scipy's ``DOP853``): twelve stages,
-the 5th- and 3rd-order error estimates combined as in ``DOP853``, and the 7th-order dense output
-(three extra stages). Coefficients read once from ``scipy.integrate._ivp.dop853_coefficients``."""
+"""The Prince–Dormand 8(7) pair ``RK8(7)13M`` (diffrax's ``Dopri8``): thirteen stages, the 7th-order
+embedded solution for the error estimate, and a 5th-order dense output from the step's own stages.
+
+Coefficients of the pair: P. J. Prince and J. R. Dormand, "High order embedded Runge–Kutta
+formulae", J. Comput. Appl. Math. 7 (1981) 67–75 (the published rational approximations). The
+dense output is a polynomial of degree 6 in ``θ`` over the thirteen stages and the derivative at
+the new solution (no extra evaluation), after P. Bogacki and L. F. Shampine, "Interpolating
+high-order Runge–Kutta formulas", Comput. Math. Appl. 20 (1990) 15–24, with the coefficients as
+tabulated in diffrax (Apache-2.0), so that ``"dopri8"`` takes the steps and interpolates as
+diffrax's ``Dopri8`` does. The tests check the order conditions from the coefficients: 8 for the
+pair (all 115 trees of order 8), 7 for the embedded solution, and 5 for the interpolant at any
+``θ`` (diffrax's docstring says 8th; its conditions of order 6 fail by ~1e-5), which reproduces
+polynomial solutions of degree 5 (``tests/test_solvers.py``).
+"""
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.integrate._ivp import dop853_coefficients as _c
 
 from lnn.solvers._tableau import Tableau
 
 __all__ = ["TABLEAU"]
 
-_S = _c.N_STAGES  # 12
+_ROWS = [
+    [1 / 18],
+    [1 / 48, 1 / 16],
+    [1 / 32, 0, 3 / 32],
+    [5 / 16, 0, -75 / 64, 75 / 64],
+    [3 / 80, 0, 0, 3 / 16, 3 / 20],
+    [29443841 / 614563906, 0, 0, 77736538 / 692538347, -28693883 / 1125000000, 23124283 / 1800000000],
+    [
+        16016141 / 946692911,
+        0,
+        0,
+        61564180 / 158732637,
+        22789713 / 633445777,
+        545815736 / 2771057229,
+        -180193667 / 1043307555,
+    ],
+    [
+        39632708 / 573591083,
+        0,
+        0,
+        -433636366 / 683701615,
+        -421739975 / 2616292301,
+        100302831 / 723423059,
+        790204164 / 839813087,
+        800635310 / 3783071287,
+    ],
+    [
+        246121993 / 1340847787,
+        0,
+        0,
+        -37695042795 / 15268766246,
+        -309121744 / 1061227803,
+        -12992083 / 490766935,
+        6005943493 / 2108947869,
+        393006217 / 1396673457,
+        123872331 / 1001029789,
+    ],
+    [
+        -1028468189 / 846180014,
+        0,
+        0,
+        8478235783 / 508512852,
+        1311729495 / 1432422823,
+        -10304129995 / 1701304382,
+        -48777925059 / 3047939560,
+        15336726248 / 1032824649,
+        -45442868181 / 3398467696,
+        3065993473 / 597172653,
+    ],
+    [
+        185892177 / 718116043,
+        0,
+        0,
+        -3185094517 / 667107341,
+        -477755414 / 1098053517,
+        -703635378 / 230739211,
+        5731566787 / 1027545527,
+        5232866602 / 850066563,
+        -4093664535 / 808688257,
+        3962137247 / 1805957418,
+        65686358 / 487910083,
+    ],
+    [
+        403863854 / 491063109,
+        0,
+        0,
+        -5068492393 / 434740067,
+        -411421997 / 543043805,
+        652783627 / 914296604,
+        11173962825 / 925320556,
+        -13158990841 / 6184727034,
+        3936647629 / 1978049680,
+        -160528059 / 685178525,
+        248638103 / 1413531060,
+        0,
+    ],
+]
+# The 8th-order solution (propagated) and the 7th-order one (error estimate).
+_B8 = [
+    14005451 / 335480064,
+    0,
+    0,
+    0,
+    0,
+    -59238493 / 1068277825,
+    181606767 / 758867731,
+    561292985 / 797845732,
+    -1041891430 / 1371343529,
+    760417239 / 1151165299,
+    118820643 / 751138087,
+    -528747749 / 2220607170,
+    1 / 4,
+]
+_B7 = [
+    13451932 / 455176623,
+    0,
+    0,
+    0,
+    0,
+    -808719846 / 976000145,
+    1757004468 / 5645159321,
+    656045339 / 265891186,
+    -3867574721 / 1518517206,
+    465885868 / 322736535,
+    53011238 / 667516719,
+    2 / 45,
+    0,
+]
+# Dense output: y(t0 + θ h) = y0 + h Σ_i k_i Σ_j P[i, j] θ^(j+1), rows: the thirteen stages and the
+# derivative at the new solution; columns: θ^1 .. θ^6.
+_P = np.array(
+    [
+        [
+            1,
+            -6.6910181737837595697,
+            19.9990069333683970610,
+            -30.0610568289666450593,
+            22.1396504998094068976,
+            -6.3448349392860401388,
+        ],
+        [0, 0, 0, 0, 0, 0],
+        [0, 0, 0, 0, 0, 0],
+        [0, 0, 0, 0, 0, 0],
+        [0, 0, 0, 0, 0, 0],
+        [
+            0,
+            -7.6142658045872677172,
+            52.2273532792945524050,
+            -121.4999627731334642623,
+            116.4422149550342161651,
+            -39.6107919852202505218,
+        ],
+        [
+            0,
+            10.7281392630428866124,
+            -46.8919164181093621583,
+            83.1721004639847717481,
+            -67.1451318825957197185,
+            20.3761213808791436958,
+        ],
+        [
+            0,
+            0.5526637063753648783,
+            -0.1890893225010595467,
+            9.5724507555993664382,
+            -16.5672243527496524646,
+            7.3347098826795362023,
+        ],
+        [
+            0,
+            4.2186562625665153803,
+            -35.7075975946222072821,
+            87.8406057677205645007,
+            -89.9916014847245016028,
+            32.8801774352459155182,
+        ],
+        [
+            0,
+            -0.6627209125361597559,
+            6.2736448083240352160,
+            -17.4152107770762969005,
+            22.6237489648532849093,
+            -10.1588990526426760954,
+        ],
+        [
+            0,
+            -1.2636789001135462218,
+            10.3160881272450748458,
+            -28.5903289514790976966,
+            32.2362340167355370113,
+            -12.5401268098782561200,
+        ],
+        [
+            0,
+            5.4106037898590422230,
+            -34.7650769866611817349,
+            81.6630950584341412934,
+            -82.1020315488359848644,
+            29.5553001484516038033,
+        ],
+        [
+            0,
+            -7.0321379067945741781,
+            47.7457971078225540396,
+            -114.9375291377009418170,
+            116.2662185791119533462,
+            -41.7923486424390588923,
+        ],
+        [
+            0,
+            2.3537586759714983486,
+            -19.0082099341608028453,
+            50.2558364226176017553,
+            -53.9020777466385396792,
+            20.3006925822100825485,
+        ],
+    ]
+)
+
+_A = np.zeros((13, 13))
+for _i, _row in enumerate(_ROWS, start=1):
+    _A[_i, : len(_row)] = _row
+_B = np.asarray(_B8)
 
 TABLEAU = Tableau(
     name="dopri8",
     order=8,
     error_order=7,
-    a=np.asarray(_c.A[:_S, :_S], dtype=np.float64),
-    b=np.asarray(_c.B, dtype=np.float64),
-    c=np.asarray(_c.C[:_S], dtype=np.float64),
+    a=_A,
+    b=_B,
+    c=_A.sum(axis=1),
     fsal=False,
-    # E5, E3 over the 12 stages and the derivative at the new solution (13 rows).
-    error=np.stack([_c.E5, _c.E3], axis=1).astype(np.float64),
-    dense=np.asarray(_c.D, dtype=np.float64),
-    dense_kind="dop853",
-    extra_a=np.asarray(_c.A[_S + 1 :], dtype=np.float64),
-    extra_c=np.asarray(_c.C[_S + 1 :], dtype=np.float64),
+    # b8 - b7 over the 13 stages and the derivative at the new solution (the engine's 14th row).
+    error=np.concatenate([_B - np.asarray(_B7), [0.0]])[:, None],
+    dense=_P,
 )
