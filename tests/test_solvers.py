@@ -294,6 +294,66 @@ def test_on_one_core_the_first_rollout_compiles_at_once(monkeypatch):
     assert [c.thread for c in caller.compilations] == ["MainThread"]
 
 
+_COMPACT = _embedded._RolloutCaller._compact
+
+
+def _spread_batch(size=12):
+    """A batch whose trajectories need very different numbers of steps (tolerances 1e-4 .. 1e-11)."""
+    rng = np.random.default_rng(3)
+    q0, qd0 = rng.uniform(-2.0, 2.0, (size, 2)), rng.normal(size=(size, 2))
+    return q0, qd0, np.logspace(-4, -11, size)
+
+
+def _tail_rollout(monkeypatch, *, pays):
+    """A rollout of :func:`_spread_batch` on a fresh system with the tail policy ``pays``, and its caller."""
+    monkeypatch.setattr(_embedded, "usable_cores", lambda: 1)
+    monkeypatch.setattr(_embedded, "COMPACT_MIN_BATCH", 8)
+    monkeypatch.setattr(_embedded, "XLA_CALL_SECONDS", 0.0)  # XLA calls of 8 iterations
+    if pays is None:
+        monkeypatch.setattr(_embedded._RolloutCaller, "_compact", lambda self, *args: False)
+    else:
+        monkeypatch.setattr(_embedded._RolloutCaller, "_compact", _COMPACT)
+        monkeypatch.setattr(_embedded._RolloutCaller, "_pays", lambda self, *args: pays())
+    system = TFPendulums()
+    q0, qd0, rtol = _spread_batch()
+    result = rollout(system, q0, qd0, np.linspace(0.0, 4.0, 41), method="tsit5", rtol=rtol, atol=1e-12)
+    return result, _embedded._CACHE[system][("rollout", "tsit5", 2, tf.float64, False, False)]
+
+
+def test_the_tail_of_a_batch_continues_as_a_smaller_graph_with_the_same_results(monkeypatch):
+    """Whenever at most half of the trajectories run, they are gathered into a smaller plain-graph
+    batch (no compilation); every trajectory's samples, steps and failures are those of the
+    uncompacted solve, which runs the same number of loop iterations."""
+    whole, whole_caller = _tail_rollout(monkeypatch, pays=None)
+    tail, caller = _tail_rollout(monkeypatch, pays=lambda: True)
+    assert whole_caller.compactions == [] and whole_caller.iterations["graph"] == 0
+    sizes = [12] + [to for _, to in caller.compactions]
+    assert len(sizes) >= 3 and all(2 * b <= a for a, b in zip(sizes, sizes[1:])), caller.compactions
+    assert caller.iterations["graph"] > 0
+    assert sum(caller.iterations.values()) == whole_caller.iterations["xla"]  # nothing ran twice
+    np.testing.assert_allclose(tail.q, whole.q, rtol=0, atol=1e-11)
+    np.testing.assert_allclose(tail.qd, whole.qd, rtol=0, atol=1e-11)
+    assert tail.metadata["n_accepted"] == whole.metadata["n_accepted"]
+    assert tail.metadata["n_rejected"] == whole.metadata["n_rejected"]
+    assert np.all(np.isnan(tail.failed_at)) and tail.failures == ()
+
+
+def test_a_smaller_graph_slower_than_xla_hands_its_rows_back(monkeypatch):
+    """A compaction out of XLA that measures slower (here: the policy says so after one chunk)
+    returns its rows to the XLA batch, which finishes them; the results are the same."""
+    whole, _ = _tail_rollout(monkeypatch, pays=None)
+    answers = iter([True])
+    tail, caller = _tail_rollout(monkeypatch, pays=lambda: next(answers, False))
+    assert len(caller.compactions) == 1
+    assert caller.iterations["graph"] == _embedded.GRAPH_CHUNK  # one chunk, then back to XLA
+    np.testing.assert_allclose(tail.q, whole.q, rtol=0, atol=1e-11)
+    assert tail.metadata["n_accepted"] == whole.metadata["n_accepted"]
+
+
+def test_the_cost_buckets_are_powers_of_two():
+    assert [_embedded._bucket(r) for r in (1, 2, 3, 64, 65, 200, 256)] == [1, 2, 4, 64, 128, 256, 256]
+
+
 def test_a_numpy_only_system_is_refused_with_a_clear_error():
     import simulations
 

@@ -44,6 +44,7 @@ reach the initial state, the sampled forces and the system's variables.
 from __future__ import annotations
 
 import math
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +71,14 @@ _PI_SAFETY = _SAFETY ** (_BETA1 - _BETA2)
 _NONFINITE_FACTOR = 0.25
 #: Loop iterations per plain-graph call of a rollout while its XLA form compiles (:class:`_RolloutCaller`).
 GRAPH_CHUNK = 32
+#: Batches of at least this many trajectories run their XLA solve in calls of about
+#: :data:`XLA_CALL_SECONDS` (at least 8 loop iterations; 16 before one is timed), so that the last
+#: running trajectories can leave it for a smaller plain graph (:class:`_RolloutCaller`); smaller
+#: batches run in one call.
+COMPACT_MIN_BATCH = 64
+XLA_CALL_SECONDS = 0.2
+# Rows of the loop state (see _initial_state) and of the solve's inputs, for compaction.
+_STATE_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
 
 # system -> {options key: compiled solve}; weak so that models can be freed.
 _CACHE: weakref.WeakKeyDictionary[Any, dict] = weakref.WeakKeyDictionary()
@@ -795,12 +804,27 @@ class _RolloutCaller:
     (no compilation; 2-10x slower per step) while the XLA form of that shape
     compiles on the background worker (:func:`lnn.models.compiled.wait`
     waits for it); from the first chunk after the compilation, the rest of
-    the solve runs in XLA in one call. On a single usable core
-    (:func:`usable_cores`) the compilation would only slow the graph down:
-    the first call compiles XLA at once instead. Both forms are the same
-    graph: their results agree to rounding (the step sizes come from the
-    same error estimates). Calls skip TensorFlow's Python dispatch
-    (:func:`lnn._runtime.fast_caller`).
+    the solve runs in XLA. On a single usable core (:func:`usable_cores`)
+    the compilation would only slow the graph down: the first call compiles
+    XLA at once instead. Both forms are the same graph: their results agree
+    to rounding (the step sizes come from the same error estimates). Calls
+    skip TensorFlow's Python dispatch (:func:`lnn._runtime.fast_caller`).
+
+    **The tail of a batch**: every trajectory takes its own steps, so the
+    batch runs until its slowest trajectory ends, and the finished ones ride
+    along at full cost (a 7-DOF learned chain, ``B = 256``: 960 step
+    attempts on average, 1250-1320 for the slowest). Whenever at most half of
+    the trajectories being solved still run, they are gathered into a
+    smaller batch and continue as a plain graph (whose shapes are free: no
+    compilation), their results scattered back at the end: as a plain graph
+    this always pays; leaving XLA pays when the plain graph of the smaller
+    batch is faster per loop iteration than XLA's of the whole batch. That
+    is measured, not assumed: the per-iteration times of both forms are
+    kept per batch size (to the next power of two); an unmeasured size is
+    tried for a chunk, and a plain graph slower than XLA hands its rows
+    back. XLA batches of :data:`COMPACT_MIN_BATCH` or more run in calls of
+    about :data:`XLA_CALL_SECONDS` to be able to do so. The trajectories'
+    arithmetic is the same in either form and batch.
     """
 
     def __init__(self, begin, graph, xla) -> None:
@@ -814,11 +838,16 @@ class _RolloutCaller:
         self.compilations: list = []
         #: Loop iterations run as a plain graph and in XLA so far (for tests and benchmarks).
         self.iterations = {"graph": 0, "xla": 0}
+        #: Compactions of running trajectories into a smaller plain-graph batch: ``(from, to)`` rows.
+        self.compactions: list[tuple[int, int]] = []
+        # (form, rows or their power-of-two bucket, T) -> seconds per loop iteration (measured).
+        self._cost: dict[tuple, float] = {}
 
     def __call__(self, *args):
         *inputs, max_steps = args
         limit = int(max_steps.numpy())
         shape = tuple(tuple(a.shape) for a in inputs)
+        batch, samples = int(shape[0][0]), int(shape[1][0])
         state = self._begin(*inputs)
         if shape not in self._scheduled:
             self._scheduled.add(shape)
@@ -828,25 +857,67 @@ class _RolloutCaller:
                 compiled.submit(self, shape, (inputs, state))
             else:  # one core: the background compilation would only slow the graph down
                 self._compile(shape, (inputs, state))
+        full_inputs, full_state, rows = inputs, state, None  # rows: the gathered subset, or None
         done = int(state[0].numpy())
-        while done < limit and bool(np.any(state[7].numpy() == _RUNNING)):
-            if shape in self.ready:  # the rest of the solve in one call
-                state = self._xla(*inputs, max_steps, *state)
-                form = "xla"
+        status = state[7].numpy()
+        while done < limit and bool(np.any(status == _RUNNING)):
+            running = np.flatnonzero(status == _RUNNING)
+            if self._compact(shape, batch, samples, rows, running.size, status.size):
+                full_state = state if rows is None else _scatter_rows(full_state, rows, state)
+                rows = running if rows is None else rows[running]
+                self.compactions.append((status.size, rows.size))
+                inputs, state = _gather_rows(full_inputs, full_state, rows)
+            xla = rows is None and shape in self.ready
+            started = time.perf_counter()
+            traced = False
+            if xla:
+                end = limit if batch < COMPACT_MIN_BATCH else min(done + self._xla_chunk(batch, samples), limit)
+                state = self._xla(*inputs, _runtime.eager_tensor(np.asarray(end, np.int32), tf.int32), *state)
             else:
                 if self._graph is None:
+                    traced = True
                     self._graph = _runtime.fast_caller(self._graph_function.get_concrete_function())
                 end = min(done + GRAPH_CHUNK, limit)
                 state = self._graph(*inputs, _runtime.eager_tensor(np.asarray(end, np.int32), tf.int32), *state)
-                form = "graph"
+            status = state[7].numpy()
             now = int(state[0].numpy())
-            self.iterations[form] += now - done
+            if now > done and not traced:
+                key = ("xla", batch, samples) if xla else ("graph", _bucket(status.size), samples)
+                per_iteration = (time.perf_counter() - started) / (now - done)
+                self._cost[key] = per_iteration if key not in self._cost else 0.5 * (self._cost[key] + per_iteration)
+            self.iterations["xla" if xla else "graph"] += now - done
             done = now
+            if rows is not None and shape in self.ready and not self._pays(batch, samples, status.size):
+                # This plain graph is slower than XLA's whole batch: hand the rows back.
+                full_state, rows = _scatter_rows(full_state, rows, state), None
+                inputs, state = full_inputs, full_state
+                status = state[7].numpy()
+        if rows is not None:
+            state = _scatter_rows(full_state, rows, state)
         _, tcur, _, _, _, _, _, status, failed_at, _, out, n_acc, n_rej, nfev = (x.numpy() for x in state)
         over = status == _RUNNING
         status = np.where(over, _MAX_STEPS, status)
         failed_at = np.where(over, tcur, failed_at)
         return out, failed_at, status, n_acc, n_rej, nfev
+
+    def _xla_chunk(self, batch: int, samples: int) -> int:
+        """Loop iterations of one XLA call of a large batch: about :data:`XLA_CALL_SECONDS`."""
+        cost = self._cost.get(("xla", batch, samples))
+        return 16 if cost is None else max(8, int(XLA_CALL_SECONDS / max(cost, 1e-9)))
+
+    def _pays(self, batch: int, samples: int, rows: int) -> bool:
+        """Whether a plain graph of ``rows`` is (or may be: unmeasured) faster than XLA's ``batch``."""
+        graph = self._cost.get(("graph", _bucket(rows), samples))
+        xla = self._cost.get(("xla", batch, samples))
+        return graph is None or xla is None or graph < xla
+
+    def _compact(self, shape, batch: int, samples: int, rows, running: int, current: int) -> bool:
+        """Whether to gather the ``running`` of the ``current`` trajectories into a smaller batch."""
+        if running == 0 or 2 * running > current:
+            return False
+        if rows is not None or shape not in self.ready:  # a plain graph already: fewer rows always pay
+            return True
+        return batch >= COMPACT_MIN_BATCH and self._pays(batch, samples, running)
 
     def _compile(self, shape, inputs) -> None:
         """Compile the XLA form for ``shape`` (one loop iteration run): the background worker's job."""
@@ -865,6 +936,30 @@ class _RolloutCaller:
         self.compilations.append(Compilation(int(shape[0][0]), threading.current_thread().name, ok))
         if ok:
             self.ready.add(shape)
+
+
+def _bucket(rows: int) -> int:
+    """The power of two at or above ``rows``: the batch sizes whose costs are kept apart."""
+    return 1 << max(int(rows) - 1, 0).bit_length()
+
+
+def _gather_rows(inputs, state, rows):
+    """The solve's inputs and loop state restricted to the trajectories ``rows``."""
+    index = tf.constant(rows, tf.int32)
+    # y0, [tau,] rtol, atol are per trajectory; t and max_step are shared.
+    per_row = {0, 2, 3} if len(inputs) == 5 else {0, 2, 3, 4}
+    inputs = [tf.gather(x, index) if k in per_row else x for k, x in enumerate(inputs)]
+    state = tuple(tf.gather(x, index) if k in _STATE_ROWS else x for k, x in enumerate(state))
+    return inputs, state
+
+
+def _scatter_rows(full, rows, part):
+    """``full`` loop state with the trajectories ``rows`` replaced by ``part`` (a gathered subset's)."""
+    index = tf.constant(rows[:, None], tf.int32)
+    merged = [
+        tf.tensor_scatter_nd_update(x, index, y) if k in _STATE_ROWS else y for k, (x, y) in enumerate(zip(full, part))
+    ]
+    return tuple(merged)
 
 
 def _rollout_dtype(system):
