@@ -224,7 +224,12 @@ def _compiled(system, tab, *, n, dtype, has_tau, hold, jit, samples=True):
     key = (tab.name, n, dtype, has_tau, hold, jit, samples)
 
     def build():
-        _check_tensor_system(system, tab.name, n=n, dtype=dtype, has_tau=has_tau)
+        # Once per system and signature (a trace of its acceleration), for every method and form.
+        _cached(
+            system,
+            ("checked", n, dtype, has_tau),
+            lambda: _check_tensor_system(system, tab.name, n=n, dtype=dtype, has_tau=has_tau),
+        )
         return _build(system, tab, n=n, dtype=dtype, has_tau=has_tau, hold=hold, jit=jit, samples=samples)
 
     run = _cached(system, key, build)
@@ -237,8 +242,8 @@ def _compiled(system, tab, *, n, dtype, has_tau, hold, jit, samples=True):
     return begin, run
 
 
-def _check_tensor_system(system, name: str, *, n: int, dtype, has_tau: bool) -> None:
-    """Trace ``system.acceleration`` on symbolic tensors once; ``TypeError`` if it cannot."""
+def _check_tensor_system(system, name: str, *, n: int, dtype, has_tau: bool) -> bool:
+    """Trace ``system.acceleration`` on symbolic tensors once: True, or ``TypeError`` if it cannot."""
     spec = tf.TensorSpec([None, n], dtype)
 
     def probe(q, qd):
@@ -253,6 +258,7 @@ def _check_tensor_system(system, name: str, *, n: int, dtype, has_tau: bool) -> 
             f"in TensorFlow); {type(system).__name__}.acceleration failed on tensors "
             f"({type(exc).__name__}: {exc}). Use a solve_ivp method such as 'DOP853'"
         ) from exc
+    return True
 
 
 def tracing_count(system) -> int:
