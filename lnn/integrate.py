@@ -136,13 +136,16 @@ class IntegrationError(RuntimeError):
 def choose_method(system, *, tau=None) -> str:
     """The method of ``rollout(..., method="auto")``: the fastest path measured for the system.
 
-    ``"tsit5"`` (compiled, :mod:`lnn.solvers`) for a learned float64 model
+    ``"dopri8"`` (compiled, :mod:`lnn.solvers`) for a learned float64 model
     (one with a ``numpy_snapshot``, whose ``acceleration`` is TensorFlow)
     without a controller: at every batch size it is faster than scipy's
-    stepping (``benchmarks/bench_rollout.py``, one core: 0.026 s against
-    0.46 s for one 10 s trajectory of a 64x64 double pendulum, 4.2 s against
-    12.1 s for 256), and with a second core the first rollout of a new shape
-    does not wait for XLA. ``"DOP853"``
+    stepping, and of the compiled pairs the fastest or within 13 % of it,
+    and the most accurate (``benchmarks/bench_rollout.py``, one core, rtol
+    1e-6: 0.029 s against 0.57 s for one 10 s trajectory of a 64x64 double
+    pendulum, 4.6 s against 11.7 s for 256; the fastest at every batch size
+    for a 7-DOF chain, 29 s for 256; at the default, tighter, tolerances
+    the 8th order gains more); with a second core the first rollout of a
+    new shape does not wait for XLA. ``"DOP853"``
     otherwise: for numpy systems (ground truth), for a controller
     ``tau(t, q, qd)`` (the compiled methods take sampled forces only), and
     for float32 models, which scipy integrates in float64 (the compiled
@@ -162,7 +165,7 @@ def choose_method(system, *, tau=None) -> str:
     """
     learned = callable(getattr(system, "numpy_snapshot", None))
     float64 = str(getattr(system, "dtype", "")) in ("float64", "<dtype: 'float64'>")
-    return "tsit5" if learned and float64 and not callable(tau) else "DOP853"
+    return "dopri8" if learned and float64 and not callable(tau) else "DOP853"
 
 
 def rollout(
@@ -225,7 +228,7 @@ def rollout(
         solve runs in one XLA-compiled graph, every trajectory with its own
         step size (compiled once per system, method and input shape, on a
         background thread: the first rollout of a shape runs as a plain
-        graph meanwhile; at once on a single usable core). ``"auto"``: :func:`choose_method` (``"tsit5"`` for
+        graph meanwhile; at once on a single usable core). ``"auto"``: :func:`choose_method` (``"dopri8"`` for
         a learned float64 model, else ``"DOP853"``).
     rtol, atol : float or array_like ``(B,)``, optional
         Relative and absolute tolerances of the solver; default
