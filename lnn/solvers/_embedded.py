@@ -224,12 +224,7 @@ def _compiled(system, tab, *, n, dtype, has_tau, hold, jit, samples=True):
     key = (tab.name, n, dtype, has_tau, hold, jit, samples)
 
     def build():
-        # Once per system and signature (a trace of its acceleration), for every method and form.
-        _cached(
-            system,
-            ("checked", n, dtype, has_tau),
-            lambda: _check_tensor_system(system, tab.name, n=n, dtype=dtype, has_tau=has_tau),
-        )
+        _acceleration_function(system, tab.name, n=n, dtype=dtype, has_tau=has_tau)  # TypeError if not TF
         return _build(system, tab, n=n, dtype=dtype, has_tau=has_tau, hold=hold, jit=jit, samples=samples)
 
     run = _cached(system, key, build)
@@ -242,23 +237,43 @@ def _compiled(system, tab, *, n, dtype, has_tau, hold, jit, samples=True):
     return begin, run
 
 
-def _check_tensor_system(system, name: str, *, n: int, dtype, has_tau: bool) -> bool:
-    """Trace ``system.acceleration`` on symbolic tensors once: True, or ``TypeError`` if it cannot."""
-    spec = tf.TensorSpec([None, n], dtype)
+def _acceleration_function(system, name: str, *, n: int, dtype, has_tau: bool):
+    """``(q, qd[, tau]) -> qdd (B, n)``: ``system.acceleration`` traced once per system and signature.
 
-    def probe(q, qd):
-        return system.acceleration(q, qd, qd) if has_tau else system.acceleration(q, qd)
+    Every form of a solve (its start, the XLA and the plain-graph step loops,
+    the samples) calls this one concrete function, so the system's graph is
+    traced once rather than once per form (XLA inlines the call). It is
+    traced as the package's XLA functions trace (:func:`lnn._runtime.xla_body`:
+    a mass matrix that is not positive definite gives NaN, never an
+    exception, in every form). Cached per system.
 
-    try:
-        tf.function(probe, input_signature=[spec, spec], autograph=False).get_concrete_function()
-    except (TypeError, NotImplementedError, AttributeError, ValueError) as exc:
-        raise TypeError(
-            f"method {name!r} integrates in TensorFlow: it needs a system whose "
-            f"acceleration accepts TensorFlow tensors (a learned model, or a system written "
-            f"in TensorFlow); {type(system).__name__}.acceleration failed on tensors "
-            f"({type(exc).__name__}: {exc}). Use a solve_ivp method such as 'DOP853'"
-        ) from exc
-    return True
+    Raises
+    ------
+    TypeError
+        If ``system.acceleration`` does not accept TensorFlow tensors (a
+        numpy-only ground-truth system): the message names ``name`` and DOP853.
+    """
+
+    def build():
+        spec = tf.TensorSpec([None, n], dtype)
+
+        def acceleration(q, qd, *tau):
+            return tf.cast(system.acceleration(q, qd, *tau), dtype)
+
+        try:
+            function = tf.function(
+                _runtime.xla_body(acceleration), input_signature=[spec] * (3 if has_tau else 2), autograph=False
+            )
+            return function.get_concrete_function()
+        except (TypeError, NotImplementedError, AttributeError, ValueError) as exc:
+            raise TypeError(
+                f"method {name!r} integrates in TensorFlow: it needs a system whose "
+                f"acceleration accepts TensorFlow tensors (a learned model, or a system written "
+                f"in TensorFlow); {type(system).__name__}.acceleration failed on tensors "
+                f"({type(exc).__name__}: {exc}). Use a solve_ivp method such as 'DOP853'"
+            ) from exc
+
+    return _cached(system, ("acceleration", n, dtype, has_tau), build)
 
 
 def tracing_count(system) -> int:
@@ -311,6 +326,7 @@ class _Kernels:
 
     def __init__(self, system, *, n, dtype, has_tau, hold, t, tau_s, A, C, B):
         self.system, self.n, self.dtype, self.has_tau, self.hold = system, n, dtype, has_tau, hold
+        self.acceleration = _acceleration_function(system, "", n=n, dtype=dtype, has_tau=has_tau)
         self.t, self.T, self.tau_s, self.A, self.C, self.B = t, tf.shape(t)[0], tau_s, A, C, B
 
     def force(self, s):
@@ -328,8 +344,8 @@ class _Kernels:
         """``[qd, qdd]`` at the times ``s (B,)`` and states ``y (B, 2n)``."""
         n = self.n
         q, qd = y[:, :n], y[:, n:]
-        qdd = self.system.acceleration(q, qd, self.force(s)) if self.has_tau else self.system.acceleration(q, qd)
-        return tf.concat([qd, tf.cast(qdd, self.dtype)], axis=1)
+        qdd = self.acceleration(q, qd, self.force(s)) if self.has_tau else self.acceleration(q, qd)
+        return tf.concat([qd, qdd], axis=1)
 
     def finite_rows(self, *xs):
         """Rows ``(B,)`` where every one of ``xs (B, k)`` is finite."""
@@ -446,12 +462,10 @@ def _at_samples(system, Y, y0, tau_s, *, n, dtype, has_tau, has_energy):
     start = tf.reshape(tf.tile(y0[:, tf.newaxis, :], tf.stack([1, shape[1], 1])), [-1, m])
     safe = tf.where(good[:, None], flat, start)
     q, qd = safe[:, :n], safe[:, n:]
-    if has_tau:
-        qdd = system.acceleration(q, qd, tf.reshape(tau_s, [-1, n]))
-    else:
-        qdd = system.acceleration(q, qd)
+    acceleration = _acceleration_function(system, "", n=n, dtype=dtype, has_tau=has_tau)
+    qdd = acceleration(q, qd, tf.reshape(tau_s, [-1, n])) if has_tau else acceleration(q, qd)
     nan = tf.constant(math.nan, dtype)
-    qdd = tf.where(good[:, None], tf.cast(qdd, dtype), nan)
+    qdd = tf.where(good[:, None], qdd, nan)
     if has_energy:
         energy = tf.where(good, tf.cast(tf.reshape(system.energy(q, qd), [-1]), dtype), nan)
     else:
