@@ -77,8 +77,6 @@ GRAPH_CHUNK = 32
 #: batches run in one call.
 COMPACT_MIN_BATCH = 64
 XLA_CALL_SECONDS = 0.2
-# Rows of the loop state (see _initial_state) and of the solve's inputs, for compaction.
-_STATE_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
 
 # system -> {options key: compiled solve}; weak so that models can be freed.
 _CACHE: weakref.WeakKeyDictionary[Any, dict] = weakref.WeakKeyDictionary()
@@ -325,7 +323,7 @@ class _Kernels:
     """The right-hand side and the stage loop of one trace of :func:`_build`'s ``run``."""
 
     def __init__(self, system, *, n, dtype, has_tau, hold, t, tau_s, A, C, B):
-        self.system, self.n, self.dtype, self.has_tau, self.hold = system, n, dtype, has_tau, hold
+        self.n, self.dtype, self.has_tau, self.hold = n, dtype, has_tau, hold
         self.acceleration = _acceleration_function(system, "", n=n, dtype=dtype, has_tau=has_tau)
         self.t, self.T, self.tau_s, self.A, self.C, self.B = t, tf.shape(t)[0], tau_s, A, C, B
 
@@ -969,17 +967,15 @@ def _gather_rows(inputs, state, rows):
     # y0, [tau,] rtol, atol are per trajectory; t and max_step are shared.
     per_row = {0, 2, 3} if len(inputs) == 5 else {0, 2, 3, 4}
     inputs = [tf.gather(x, index) if k in per_row else x for k, x in enumerate(inputs)]
-    state = tuple(tf.gather(x, index) if k in _STATE_ROWS else x for k, x in enumerate(state))
+    # Every entry of the loop state with a batch axis (all but the iteration and nfev counters).
+    state = tuple(tf.gather(x, index) if x.shape.rank else x for x in state)
     return inputs, state
 
 
 def _scatter_rows(full, rows, part):
     """``full`` loop state with the trajectories ``rows`` replaced by ``part`` (a gathered subset's)."""
     index = tf.constant(rows[:, None], tf.int32)
-    merged = [
-        tf.tensor_scatter_nd_update(x, index, y) if k in _STATE_ROWS else y for k, (x, y) in enumerate(zip(full, part))
-    ]
-    return tuple(merged)
+    return tuple(tf.tensor_scatter_nd_update(x, index, y) if x.shape.rank else y for x, y in zip(full, part))
 
 
 def _rollout_dtype(system):
