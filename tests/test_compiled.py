@@ -88,14 +88,16 @@ _DUMPS = textwrap.dedent("""
     rng = np.random.default_rng(0)
     model = LagrangianNetwork(2, angular=True, seed=0)
     q = rng.normal(size=(1024, 2)).astype("float32"); qd = rng.normal(size=(1024, 2)).astype("float32")
+    from lnn import _runtime
     count = lambda: len(glob.glob(os.path.join(sys.argv[1], "*before_optimizations.txt")))
+    base = count()  # the runtime's import compiles one trivial function where it picks XLA's emitters
     counts = []
     for b in (1, 7, 1024, 1, 13, 300):
         model.acceleration(q[:b], qd[:b]); model.mass_matrix(q[:b], qd[:b])
         compiled.wait()
-        counts.append(count())
+        counts.append(count() - base)
     log = sum(len(op.compilations) for op in model.compiled_ops().values())
-    print(json.dumps({"dumps": counts, "log": log}))
+    print(json.dumps({"dumps": counts, "log": log, "base": base, "emitters": _runtime.XLA_CPU_EMITTERS}))
 """)
 
 
@@ -110,6 +112,7 @@ def test_xla_compiles_exactly_what_the_log_says(tmp_path):
     assert out["dumps"][:3] == [0, 0, 0]  # sizes 1, 7, 1024 seen once: nothing compiled
     assert out["dumps"][-1] == out["dumps"][3] > 0  # size 1 recurred: compiled once, then no more
     assert out["log"] == 2  # acceleration and mass matrix at the padded size 1
+    assert out["base"] == (1 if out["emitters"] == "classic" else 0)
 
 
 # -- the runtime module -----------------------------------------------------------------
@@ -168,6 +171,68 @@ def test_public_only_mode_gives_the_same_results_without_the_private_paths():
     assert not private["public"] and not private["tape"] and private["fast"]
     np.testing.assert_allclose(public["qdd"], private["qdd"], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(public["M"], private["M"], rtol=1e-12, atol=1e-12)
+
+
+_EMITTERS = textwrap.dedent("""
+    import json, os, sys
+    before = os.environ.get("XLA_FLAGS")
+    from lnn import _runtime
+    out = {"emitters": _runtime.XLA_CPU_EMITTERS, "unchanged": os.environ.get("XLA_FLAGS") == before}
+    if sys.argv[1] == "solve":
+        import numpy as np
+        import simulations
+        from lnn import rollout
+        from lnn.models import LagrangianNetwork
+        model = LagrangianNetwork(2, kind="kinetic-potential", convex=True, hidden=(16, 16),
+                                  angular=(True, True), dtype="float64", seed=0)
+        truth = simulations.DoublePendulum()
+        s = truth.sample_state(4, rng=0)
+        out["q"] = rollout(model, s.q, s.qd, np.linspace(0, 2, 21), method="dopri5").q.tolist()
+    if sys.argv[1] == "read":  # XLA read its options at the import: a new XLA_FLAGS is not read again
+        import tensorflow as tf
+        os.environ["XLA_FLAGS"] = "--xla_no_such_flag=1"
+        out["compiled"] = float(tf.function(lambda x: 2.0 * x, jit_compile=True)(tf.constant(3.0)))
+    print(json.dumps(out))
+""")
+
+
+def _emitters(what="", **env):
+    full = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    for name in ("LNN_PUBLIC_TF", "LNN_XLA_EMITTERS", "XLA_FLAGS"):
+        full.pop(name, None)
+    full.update(env)
+    command = [sys.executable, "-c", _EMITTERS, what]
+    done = subprocess.run(command, env=full, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_xla_gets_its_classic_cpu_emitters_at_import_and_the_environment_is_left_as_it_was():
+    measured = _runtime._release() in _runtime._CLASSIC_EMITTER_RELEASES
+    out = _emitters("read" if measured else "")
+    assert out["unchanged"] and out["emitters"] == ("classic" if measured else "default")
+    if measured:
+        assert out["compiled"] == 6.0  # the bogus flag set after the import was never parsed
+    kept = _emitters(XLA_FLAGS="--xla_dump_hlo_as_text=true")  # the user's own XLA_FLAGS survive
+    assert kept["unchanged"] and kept["emitters"] == ("classic" if measured else "default")
+    asked_default = ({"LNN_XLA_EMITTERS": "default"}, {"LNN_PUBLIC_TF": "1"})
+    for env in (*asked_default, {"XLA_FLAGS": "--xla_cpu_use_fusion_emitters=true"}):
+        out = _emitters(**env)
+        assert out == {"emitters": "default", "unchanged": True}, env
+
+
+def test_the_classic_and_default_emitters_solve_alike():
+    if _runtime._release() not in _runtime._CLASSIC_EMITTER_RELEASES:
+        pytest.skip(f"the classic emitters are asked for only on {_runtime._CLASSIC_EMITTER_RELEASES}")
+    classic, default = _emitters("solve", LNN_XLA_EMITTERS="classic"), _emitters("solve", LNN_XLA_EMITTERS="default")
+    assert classic["emitters"] == "classic" and default["emitters"] == "default"
+    np.testing.assert_allclose(classic["q"], default["q"], rtol=1e-9, atol=1e-9)
+
+
+def test_a_bad_emitter_setting_is_refused_with_what_was_received(monkeypatch):
+    monkeypatch.setenv("LNN_XLA_EMITTERS", "fast")
+    with pytest.raises(ValueError, match=r"LNN_XLA_EMITTERS must be 'classic' or 'default', got 'fast'"):
+        _runtime._choose_cpu_emitters()
 
 
 def test_a_missing_internal_warns_once_and_falls_back(monkeypatch):
