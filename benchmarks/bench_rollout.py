@@ -58,6 +58,9 @@ from lnn import rollout  # noqa: E402
 from lnn.integrate import _SAMPLE_BLOCK  # noqa: E402
 from lnn.models import LagrangianNetwork, compiled  # noqa: E402
 
+#: Training epochs of each learned model (fixed seeds: the same weights in every run).
+TRAIN_EPOCHS = 100
+
 # ----------------------------------------------------------------------------- the peer
 
 
@@ -280,8 +283,12 @@ def one_by_one(system, q0, qd0, t, method, rtol, atol):
     return statistics.fmean(w for w, _ in runs), round(statistics.fmean(c for _, c in runs))
 
 
-def learned_model(truth, name, *, hidden, train_seconds, seed):
-    """A convex kinetic-potential model of ``truth`` (scales adapted; optionally trained)."""
+def learned_model(truth, name, *, hidden, train_epochs, seed, train_seconds=None):
+    """A convex kinetic-potential model of ``truth`` (scales adapted; optionally trained).
+
+    ``train_epochs`` epochs (the same model in every run: fixed seeds, no time limit), or,
+    given ``train_seconds``, as many as fit in that time (a model that depends on the machine).
+    """
     model = LagrangianNetwork(
         truth.n_dof,
         kind="kinetic-potential",
@@ -294,11 +301,14 @@ def learned_model(truth, name, *, hidden, train_seconds, seed):
     )
     state = truth.sample_state(512, rng=seed)
     model.adapt(state.q, state.qd, truth.acceleration(state.q, state.qd))
-    if train_seconds > 0:
+    if train_epochs > 0 or train_seconds:
         from lnn import fit, generate
 
         data = generate(truth, n_trajectories=32, duration=2.0, dt=0.05, seed=seed)
-        fit(model, data, epochs=10_000, time_limit=train_seconds, seed=seed)
+        if train_seconds:
+            fit(model, data, epochs=10_000, time_limit=train_seconds, seed=seed)
+        else:
+            fit(model, data, epochs=train_epochs, seed=seed)
     return model
 
 
@@ -368,7 +378,15 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=None, help="rollout length in s (10)")
     parser.add_argument("--batch", type=int, default=None, help="large batch (256)")
     parser.add_argument("--hidden", type=int, nargs="+", default=[64, 64])
-    parser.add_argument("--train-seconds", type=float, default=None, help="training per model (20)")
+    parser.add_argument(
+        "--train-epochs", type=int, default=None, help="training epochs per model (TRAIN_EPOCHS; --quick: 0)"
+    )
+    parser.add_argument(
+        "--train-seconds",
+        type=float,
+        default=None,
+        help="train for this long instead of --train-epochs (the model then depends on the machine)",
+    )
     parser.add_argument("--rtol", type=float, default=1e-6)
     parser.add_argument("--atol", type=float, default=1e-8)
     parser.add_argument(
@@ -395,7 +413,8 @@ def main() -> None:
     args = parser.parse_args()
     duration = args.duration if args.duration is not None else (2.0 if args.quick else 10.0)
     big = args.batch if args.batch is not None else (32 if args.quick else 256)
-    train_seconds = args.train_seconds if args.train_seconds is not None else (0.0 if args.quick else 20.0)
+    train_epochs = args.train_epochs if args.train_epochs is not None else (0 if args.quick else TRAIN_EPOCHS)
+    train_seconds = args.train_seconds
     solo = args.solo if args.solo is not None else (2 if args.quick else 8)
     t = np.linspace(0.0, duration, int(round(duration * 10)) + 1)
     systems = [
@@ -407,13 +426,19 @@ def main() -> None:
 
     print(
         f"lnn rollout benchmark: {duration:g} s, rtol={args.rtol:g}, atol={args.atol:g}, "
-        f"hidden={tuple(args.hidden)}, float64, training {train_seconds:g} s per model, "
+        f"hidden={tuple(args.hidden)}, float64, training "
+        f"{f'{train_seconds:g} s' if train_seconds else f'{train_epochs} epochs'} per model, "
         f"|q0| <= {args.amplitude:g} rad, batch-1 rows: mean of {solo} trajectories rolled out "
         f"one by one, OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}"
     )
     for label, truth in systems:
         model = learned_model(
-            truth, label.replace(" ", "-"), hidden=tuple(args.hidden), train_seconds=train_seconds, seed=args.seed
+            truth,
+            label.replace(" ", "-"),
+            hidden=tuple(args.hidden),
+            train_epochs=train_epochs,
+            train_seconds=train_seconds,
+            seed=args.seed,
         )
         print(f"\n## {label} (n = {truth.n_dof})\n")
         rng = np.random.default_rng(args.seed)
