@@ -835,8 +835,9 @@ class _RolloutCaller:
 
     The policy of :mod:`lnn.models.compiled`, for whole solves: XLA compiles
     the solve anew for every shape of its inputs (``B`` trajectories, ``T``
-    samples: 3-5 s for a learned model on a small CPU), so nothing waits for
-    it. The solve is resumable (the step loop's state goes in and out), and
+    samples: 1-3 s for a learned model on one core with XLA's classic CPU
+    emitters, 3-5 s with its default ones: :data:`lnn._runtime.XLA_CPU_EMITTERS`),
+    so nothing waits for it. The solve is resumable (the step loop's state goes in and out), and
     runs in chunks of :data:`GRAPH_CHUNK` loop iterations as a plain graph
     (no compilation; 2-10x slower per step) while the XLA form of that shape
     compiles on the background worker (:func:`lnn.models.compiled.wait`
