@@ -771,7 +771,8 @@ def _samples_in_blocks(system, Y, y0, tau, *, n, dtype):
     One plain-graph call per block of about :data:`lnn.integrate._SAMPLE_BLOCK`
     samples: one call over a 7-DOF learned chain's 256 x 101 samples took
     2.5 s the first time and 0.71 s after (its temporaries outgrow the caches
-    and the allocator's pools); blocks of 4 trajectories took 0.65 s and 0.44 s.
+    and the allocator's pools); in these blocks (10 trajectories of 101
+    samples) 0.62 s and 0.48 s.
     """
     from lnn.integrate import _SAMPLE_BLOCK
 
@@ -837,9 +838,9 @@ class _RolloutCaller:
     the solve anew for every shape of its inputs (``B`` trajectories, ``T``
     samples: 1-3 s for a learned model on one core with XLA's classic CPU
     emitters, 3-5 s with its default ones: :data:`lnn._runtime.XLA_CPU_EMITTERS`),
-    so nothing waits for it. The solve is resumable (the step loop's state goes in and out), and
-    runs in chunks of :data:`GRAPH_CHUNK` loop iterations as a plain graph
-    (no compilation; 2-10x slower per step) while the XLA form of that shape
+    so nothing waits for it. The solve is resumable (the step loop's state
+    goes in and out), and runs in chunks of :data:`GRAPH_CHUNK` loop
+    iterations as a plain graph (no compilation; 2-10x slower per step) while the XLA form of that shape
     compiles on the background worker (:func:`lnn.models.compiled.wait`
     waits for it); from the first chunk after the compilation, the rest of
     the solve runs in XLA. On a single usable core (:func:`usable_cores`)

@@ -27,9 +27,9 @@ def use_xla(model, weights: dict, xla: bool | None) -> bool:
     XLA makes the kinetic-potential step 1.3-1.6x and the structured step
     1.7x faster (its closed form has no tape), after a 2-7 s compilation per
     batch shape (measured with XLA's default CPU emitters; the classic ones,
-    :data:`lnn._runtime.XLA_CPU_EMITTERS`, about halve it); black-box models gain nothing. So: on for the kinds that
-    say so (``Kind.xla_train``) in models built with ``xla=True``, unless the
-    loss has a rollout term.
+    :data:`lnn._runtime.XLA_CPU_EMITTERS`, about halve it); black-box models
+    gain nothing. So: on for the kinds that say so (``Kind.xla_train``) in
+    models built with ``xla=True``, unless the loss has a rollout term.
     """
     if xla is not None:
         return bool(xla)
