@@ -371,6 +371,81 @@ def compiled_vs_diffrax(model, q_all, qd_all, t, *, batches, rtol, atol, repeats
             )
 
 
+def accuracy_vs_diffrax(model, q_all, qd_all, t, *, tolerances):
+    """Print the per-trajectory errors of lnn's ``tsit5`` and ``dopri8`` against diffrax's same pairs.
+
+    Every trajectory of ``q_all`` (``B`` of them) is solved by each pair, one adaptive solve per
+    trajectory (lnn's batch has per-trajectory step sizes; diffrax ``vmap``). Its error is the
+    maximum of ``|q - q_ref|`` over the samples, against a DOP853 reference at ``rtol = 1e-11``.
+    The table gives, per tolerance, the median, 90th percentile and maximum of those ``B``
+    errors, the mean accepted and rejected steps per trajectory, and for lnn's rows the geometric
+    mean of the ratio ``error / diffrax's error`` of the same trajectory and the share of the
+    trajectories on which lnn's error is the smaller. The timing table's error column is the
+    maximum over a batch of 1 or 16 trajectories: on a chaotic system one draw from this
+    distribution.
+    """
+    import diffrax
+    import jax
+    import jax.numpy as jnp
+
+    from lnn.solvers import solve
+
+    params, acceleration = jax_acceleration(model)
+    n, batch = model.n_dof, q_all.shape[0]
+    ts = jnp.asarray(t)
+    zero = jnp.zeros(n)
+    y0 = np.concatenate([q_all, qd_all], axis=1)
+
+    def field(s, y, args):
+        return jnp.concatenate([y[n:], acceleration(params, y[:n], y[n:], zero)])
+
+    reference = rollout(model, q_all, qd_all, t, method="DOP853", rtol=1e-11, atol=1e-13).q
+    print(
+        f"\naccuracy per trajectory ({batch} trajectories, each its own steps; error: max |q - q_ref| "
+        "over the samples; vs diffrax: geometric mean of the error ratio to diffrax's same pair on "
+        "the same trajectory, and the share of trajectories where lnn's error is smaller)"
+    )
+    print(
+        f"{'rtol':>7}{'atol':>8}  {'integrator':<20}{'median':>10}{'p90':>10}{'max':>10}"
+        f"{'accepted':>10}{'rejected':>10}{'vs diffrax':>12}{'smaller':>9}"
+    )
+    for rtol, atol in tolerances:
+        rows = {}
+        for pair, method in (("Tsit5", diffrax.Tsit5()), ("Dopri8", diffrax.Dopri8())):
+
+            def one(y, method=method):
+                solution = diffrax.diffeqsolve(
+                    diffrax.ODETerm(field),
+                    method,
+                    ts[0],
+                    ts[-1],
+                    None,
+                    y,
+                    saveat=diffrax.SaveAt(ts=ts),
+                    stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+                    max_steps=100_000,
+                )
+                return solution.ys, solution.stats["num_accepted_steps"], solution.stats["num_rejected_steps"]
+
+            ys, accepted, rejected = jax.jit(jax.vmap(one))(jnp.asarray(y0))
+            rows[f"diffrax {pair}"] = (np.asarray(ys)[..., :n], np.asarray(accepted), np.asarray(rejected))
+        for method in ("tsit5", "dopri8"):
+            solution = solve(model, y0, t, method=method, rtol=np.full(batch, rtol), atol=np.full(batch, atol))
+            rows[f"lnn {method}"] = (solution.q.numpy(), solution.n_accepted.numpy(), solution.n_rejected.numpy())
+        errors = {name: np.nanmax(np.abs(q - reference), axis=(1, 2)) for name, (q, _, _) in rows.items()}
+        for name in ("lnn tsit5", "diffrax Tsit5", "lnn dopri8", "diffrax Dopri8"):
+            err, (_, accepted, rejected) = errors[name], rows[name]
+            versus = ""
+            if name.startswith("lnn"):
+                peer = errors["diffrax " + ("Tsit5" if name.endswith("tsit5") else "Dopri8")]
+                ratio = err / peer
+                versus = f"{np.exp(np.mean(np.log(ratio))):>12.2f}{np.mean(ratio < 1):>9.0%}"
+            print(
+                f"{rtol:>7.0e}{atol:>8.0e}  {name:<20}{np.median(err):>10.2e}{np.quantile(err, 0.9):>10.2e}"
+                f"{err.max():>10.2e}{accepted.mean():>10.1f}{rejected.mean():>10.1f}{versus}"
+            )
+
+
 def main() -> None:
     """Parse the options, run every measurement and print the tables."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -408,6 +483,22 @@ def main() -> None:
     )
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per contender (3)")
     parser.add_argument(
+        "--accuracy-only", action="store_true", help="only the per-trajectory accuracy table against diffrax"
+    )
+    parser.add_argument(
+        "--accuracy-batch",
+        type=int,
+        default=None,
+        help="trajectories of the per-trajectory accuracy table against diffrax (64; --quick: 8; 0: no table)",
+    )
+    parser.add_argument(
+        "--accuracy-rtols",
+        type=float,
+        nargs="+",
+        default=None,
+        help="relative tolerances of that table, each with atol = rtol / 100 (default: --rtol, --atol)",
+    )
+    parser.add_argument(
         "--systems", nargs="+", default=["double-pendulum", "chain"], choices=["double-pendulum", "chain"]
     )
     args = parser.parse_args()
@@ -416,6 +507,7 @@ def main() -> None:
     train_epochs = args.train_epochs if args.train_epochs is not None else (0 if args.quick else TRAIN_EPOCHS)
     train_seconds = args.train_seconds
     solo = args.solo if args.solo is not None else (2 if args.quick else 8)
+    accuracy_batch = args.accuracy_batch if args.accuracy_batch is not None else (8 if args.quick else 64)
     t = np.linspace(0.0, duration, int(round(duration * 10)) + 1)
     systems = [
         ("double pendulum", simulations.DoublePendulum()),
@@ -442,12 +534,22 @@ def main() -> None:
         )
         print(f"\n## {label} (n = {truth.n_dof})\n")
         rng = np.random.default_rng(args.seed)
-        q_all = rng.uniform(-args.amplitude, args.amplitude, (max(big, *args.peer_batches), truth.n_dof))
-        qd_all = 0.5 * rng.normal(size=q_all.shape)
-        compiled_vs_diffrax(
-            model, q_all, qd_all, t, batches=args.peer_batches, rtol=args.rtol, atol=args.atol, repeats=args.repeats
+        q_all = rng.uniform(
+            -args.amplitude, args.amplitude, (max(big, accuracy_batch, *args.peer_batches), truth.n_dof)
         )
-        if args.peer_only:
+        qd_all = 0.5 * rng.normal(size=q_all.shape)
+        if not args.accuracy_only:
+            compiled_vs_diffrax(
+                model, q_all, qd_all, t, batches=args.peer_batches, rtol=args.rtol, atol=args.atol, repeats=args.repeats
+            )
+        if accuracy_batch > 0:
+            tolerances = (
+                [(rtol, rtol / 100) for rtol in args.accuracy_rtols]
+                if args.accuracy_rtols
+                else [(args.rtol, args.atol)]
+            )
+            accuracy_vs_diffrax(model, q_all[:accuracy_batch], qd_all[:accuracy_batch], t, tolerances=tolerances)
+        if args.peer_only or args.accuracy_only:
             continue
         available = ways(model)
         energy = model.numpy_snapshot().energy
