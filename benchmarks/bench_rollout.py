@@ -146,6 +146,45 @@ def jax_dynamics(model):
     return numpy_acceleration, acceleration_jacobian
 
 
+def diffrax_fields(model):
+    """``(field, stacked_field)``: the model's ``y' = [qd, qdd]`` in JAX, for a state ``(2n,)`` / ``(B, 2n)``."""
+    import jax
+    import jax.numpy as jnp
+
+    params, acceleration = jax_acceleration(model)
+    n = model.n_dof
+    zero = jnp.zeros(n)
+
+    def field(s, y, args):
+        return jnp.concatenate([y[n:], acceleration(params, y[:n], y[n:], zero)])
+
+    def stacked_field(s, Y, args):
+        qdd = jax.vmap(lambda y: acceleration(params, y[:n], y[n:], zero))(Y)
+        return jnp.concatenate([Y[:, n:], qdd], axis=1)
+
+    return field, stacked_field
+
+
+def diffrax_solve(vector_field, method, ts, *, rtol, atol):
+    """``y0 -> diffrax.Solution``: one adaptive solve saved at ``ts``, diffrax's default controller."""
+    import diffrax
+
+    def solve(y0):
+        return diffrax.diffeqsolve(
+            diffrax.ODETerm(vector_field),
+            method,
+            ts[0],
+            ts[-1],
+            None,
+            y0,
+            saveat=diffrax.SaveAt(ts=ts),
+            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+            max_steps=100_000,
+        )
+
+    return solve
+
+
 def diffrax_solvers(model, t, *, rtol, atol):
     """``name -> solve(y0 (B, 2n)) -> ys (B, T, 2n)``: diffrax on the same weights, jit-compiled.
 
@@ -159,33 +198,12 @@ def diffrax_solvers(model, t, *, rtol, atol):
     import jax
     import jax.numpy as jnp
 
-    params, acceleration = jax_acceleration(model)
-    n = model.n_dof
+    field, stacked_field = diffrax_fields(model)  # first: it turns on JAX's float64
     ts = jnp.asarray(t)
-    zero = jnp.zeros(n)
-
-    def field(s, y, args):
-        return jnp.concatenate([y[n:], acceleration(params, y[:n], y[n:], zero)])
-
-    def stacked_field(s, Y, args):
-        qdd = jax.vmap(lambda y: acceleration(params, y[:n], y[n:], zero))(Y)
-        return jnp.concatenate([Y[:, n:], qdd], axis=1)
 
     def solver(vector_field, method):
-        def solve(y0):
-            return diffrax.diffeqsolve(
-                diffrax.ODETerm(vector_field),
-                method,
-                ts[0],
-                ts[-1],
-                None,
-                y0,
-                saveat=diffrax.SaveAt(ts=ts),
-                stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
-                max_steps=100_000,
-            ).ys
-
-        return solve
+        solve = diffrax_solve(vector_field, method, ts, rtol=rtol, atol=atol)
+        return lambda y0: solve(y0).ys
 
     one = solver(field, diffrax.Dopri8())
     vmapped = jax.jit(jax.vmap(one))
@@ -390,14 +408,10 @@ def accuracy_vs_diffrax(model, q_all, qd_all, t, *, tolerances):
 
     from lnn.solvers import solve
 
-    params, acceleration = jax_acceleration(model)
+    field, _ = diffrax_fields(model)  # first: it turns on JAX's float64
     n, batch = model.n_dof, q_all.shape[0]
     ts = jnp.asarray(t)
-    zero = jnp.zeros(n)
     y0 = np.concatenate([q_all, qd_all], axis=1)
-
-    def field(s, y, args):
-        return jnp.concatenate([y[n:], acceleration(params, y[:n], y[n:], zero)])
 
     reference = rollout(model, q_all, qd_all, t, method="DOP853", rtol=1e-11, atol=1e-13).q
     print(
@@ -413,18 +427,8 @@ def accuracy_vs_diffrax(model, q_all, qd_all, t, *, tolerances):
         rows = {}
         for pair, method in (("Tsit5", diffrax.Tsit5()), ("Dopri8", diffrax.Dopri8())):
 
-            def one(y, method=method):
-                solution = diffrax.diffeqsolve(
-                    diffrax.ODETerm(field),
-                    method,
-                    ts[0],
-                    ts[-1],
-                    None,
-                    y,
-                    saveat=diffrax.SaveAt(ts=ts),
-                    stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
-                    max_steps=100_000,
-                )
+            def one(y, solve_one=diffrax_solve(field, method, ts, rtol=rtol, atol=atol)):
+                solution = solve_one(y)
                 return solution.ys, solution.stats["num_accepted_steps"], solution.stats["num_rejected_steps"]
 
             ys, accepted, rejected = jax.jit(jax.vmap(one))(jnp.asarray(y0))
