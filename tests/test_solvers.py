@@ -3,6 +3,7 @@ per-trajectory tolerances, no retracing, and the errors of bad input. float64 th
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -192,6 +193,102 @@ def test_each_trajectory_meets_its_own_tolerance():
         assert error < 100 * rtol[b]
     errors = [np.abs(batch.q[b] - exact.q[b]).max() for b in range(3)]
     assert errors[0] > errors[1] > errors[2]
+
+
+def test_the_step_controller_s_factor_follows_its_formula():
+    """Accepted: PI proposal clipped (and held after a rejection); rejected: the I shrink; non-finite: fixed."""
+    c = solvers.StepController(
+        beta1=0.7, beta2=0.4, growth_safety=0.95, safety=0.9, accepted_min=0.2, hold_after_reject=True
+    )
+    k = 0.2
+    norm = tf.constant([0.5, 0.5, 2.0, math.inf, 1e-30, 0.99], tf.float64)
+    err_prev = tf.constant([0.1, 0.1, 0.1, 0.1, 0.1, 1e-4], tf.float64)
+    accept = tf.constant([True, True, False, False, True, True])
+    rejected = tf.constant([False, True, False, False, False, False])
+    finite = tf.constant([True, True, True, False, True, True])
+    factor = c.factor(norm, err_prev, accept=accept, rejected=rejected, finite=finite, k_exp=k, dtype=tf.float64)
+    pi = 0.95 * 0.5 ** (-0.7 * k) * 0.1 ** (0.4 * k)
+    expected = [pi, min(pi, 1.0), max(0.2, 0.9 * 2.0**-k), 0.25, 10.0, max(0.2, 0.95 * 0.99 ** (-0.7 * k) * 1e-4**0.08)]
+    np.testing.assert_allclose(factor.numpy(), expected, rtol=1e-14)
+
+
+def test_the_default_controller_is_the_integral_one_that_never_shrinks_after_an_accepted_step():
+    c = solvers.DEFAULT_CONTROLLER
+    k = 1 / 5
+    norm = tf.constant(np.concatenate([np.geomspace(1e-12, 1.0, 50), np.geomspace(1.0001, 1e6, 50)]))
+    accept = norm <= 1.0
+    ones = tf.ones_like(accept)
+    factor = c.factor(
+        norm, 0.5 * tf.ones_like(norm), accept=accept, rejected=~ones, finite=ones, k_exp=k, dtype=tf.float64
+    )
+    factor = factor.numpy()
+    assert np.all(factor[accept.numpy()] >= 1.0) and np.all(factor[accept.numpy()] <= c.factor_max)
+    assert np.all(factor[~accept.numpy()] <= c.safety) and np.all(factor[~accept.numpy()] >= c.factor_min)
+    # Its proposal does not depend on the previous error (integral controller).
+    other = c.factor(
+        norm, 1e-3 * tf.ones_like(norm), accept=accept, rejected=~ones, finite=ones, k_exp=k, dtype=tf.float64
+    )
+    np.testing.assert_array_equal(factor, other.numpy())
+
+
+def test_the_engine_with_scipy_s_controller_takes_scipy_s_steps():
+    """dopri5 under scipy RK45's rules (the I controller, safety 0.9, no growth after a rejection,
+    the same initial step and norm) takes the same accepted and rejected steps as solve_ivp's RK45:
+    the engine's step loop is the textbook one, and its controller is the only thing that differs."""
+    from scipy.integrate import solve_ivp
+
+    w = SYSTEM.w.numpy()
+
+    def f(_, y):
+        q, qd = y[:2], y[2:]
+        return np.concatenate([qd, -(w**2) * np.sin(q) - 0.3 * qd + 0.4 * np.sin(q[::-1] - q)])
+
+    scipy_rules = solvers.StepController.scipy()
+    y0 = np.concatenate([Q0, QD0], axis=1)
+    t = np.linspace(0.0, 6.0, 7)
+    rtol, atol = 1e-6, 1e-9
+    ours = solvers.solve(
+        SYSTEM, y0, t, method="dopri5", rtol=np.full(3, rtol), atol=np.full(3, atol), controller=scipy_rules
+    )
+    default = solvers.solve(SYSTEM, y0, t, method="dopri5", rtol=np.full(3, rtol), atol=np.full(3, atol))
+    for b in range(3):
+        sol = solve_ivp(f, (0.0, 6.0), y0[b], method="RK45", rtol=rtol, atol=atol)
+        accepted = sol.t.size - 1
+        attempts = (sol.nfev - 2) // 6  # f(t0) and the initial step's probe, then 6 per attempt (FSAL)
+        assert int(ours.n_accepted[b]) == accepted
+        assert int(ours.n_rejected[b]) == attempts - accepted
+    assert np.any(default.n_accepted.numpy() != ours.n_accepted.numpy())
+
+
+def test_the_controller_presets_and_their_bad_values():
+    d = solvers.StepController.diffrax()  # diffrax's PIDController defaults (an integral controller)
+    assert (d.beta1, d.beta2, d.growth_safety, d.safety, d.factor_min, d.factor_max) == (1, 0, 0.9, 0.9, 0.2, 10)
+    assert (d.accepted_min, d.hold_after_reject) == (1.0, False)
+    # The default: diffrax's rules with a safety of 0.8 and no growth right after a rejection
+    # (lnn.solvers._controller says why).
+    assert solvers.DEFAULT_CONTROLLER == dataclasses.replace(
+        solvers.StepController.diffrax(), growth_safety=0.8, safety=0.8, hold_after_reject=True
+    )
+    assert not solvers.StepController.diffrax().hold_after_reject and solvers.StepController.scipy().hold_after_reject
+    pi = solvers.StepController.pi()
+    assert (pi.beta1, pi.beta2, pi.hold_after_reject) == (0.7, 0.4, True)
+    for options, message in (
+        ({"safety": 0.0}, "safety must be in \\(0, 1\\]; got 0.0"),
+        ({"growth_safety": 1.5}, "growth_safety must be in \\(0, 1\\]; got 1.5"),
+        ({"factor_min": 1.0}, "factor_min must be in \\(0, 1\\); got 1.0"),
+        ({"factor_max": 0.5}, "factor_max must be >= 1; got 0.5"),
+        ({"accepted_min": 0.1}, "accepted_min must be in \\[factor_min, 1\\]; got 0.1"),
+        ({"nonfinite_factor": 1.0}, "nonfinite_factor must be in \\(0, 1\\); got 1.0"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            solvers.StepController(**options)
+
+
+def test_a_controller_that_is_not_a_step_controller_is_refused():
+    with pytest.raises(TypeError, match="controller must be a lnn.solvers.StepController; got dict"):
+        solvers.solve(
+            SYSTEM, np.concatenate([Q0, QD0], axis=1), [0.0, 1.0], method="tsit5", rtol=1e-6, atol=1e-6, controller={}
+        )
 
 
 def test_gradients_match_finite_differences():

@@ -1,7 +1,9 @@
 """Compiled adaptive integrators: embedded explicit Runge–Kutta pairs written in TensorFlow.
 
-One engine (:mod:`lnn.solvers._embedded`: per-trajectory step sizes under a PI
-controller, the error norm of every trajectory against its own tolerance,
+One engine (:mod:`lnn.solvers._embedded`: per-trajectory step sizes under a
+:class:`StepController` (:mod:`lnn.solvers._controller`; the default,
+:data:`DEFAULT_CONTROLLER`, is diffrax's integral controller with a safety of
+0.8), the error norm of every trajectory against its own tolerance,
 dense output at the requested times, the whole step loop one
 ``tf.while_loop`` in one ``tf.function``, compiled with XLA) and one module
 per tableau, found through :data:`REGISTRY`:
@@ -34,7 +36,16 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["NAMES", "REGISTRY", "tableau", "solve", "compiled_rollout", "AdaptiveSolution"]
+__all__ = [
+    "NAMES",
+    "REGISTRY",
+    "tableau",
+    "solve",
+    "compiled_rollout",
+    "AdaptiveSolution",
+    "StepController",
+    "DEFAULT_CONTROLLER",
+]
 
 #: name -> the module holding its :class:`lnn.solvers._tableau.Tableau` as ``TABLEAU``.
 REGISTRY = {
@@ -63,4 +74,6 @@ def tableau(name: str):
 def __getattr__(name):
     if name in ("solve", "compiled_rollout", "AdaptiveSolution"):
         return getattr(importlib.import_module("lnn.solvers._embedded"), name)
+    if name in ("StepController", "DEFAULT_CONTROLLER"):
+        return getattr(importlib.import_module("lnn.solvers._controller"), name)
     raise AttributeError(f"module 'lnn.solvers' has no attribute {name!r}")

@@ -11,12 +11,13 @@ batch of ``B`` initial states, **every trajectory with its own step size**:
   ``err / (atol_b + rtol_b max(|y|, |y_new|))`` (DOP853's combination of its
   two estimates for ``"dopri853"``), so every trajectory meets its own
   tolerance, as a solo solve would;
-- the step is accepted where that norm is ``<= 1``; the next step follows a
-  PI controller, ``h_new = h · clip(0.9^0.3 · err^(-0.7/k) · err_prev^(0.4/k),
-  0.2, 10)`` with ``k = error_order + 1`` (no growth right after a
-  rejection; the safety ``0.9^0.3`` makes a steady run settle at the error
-  of the classical controller, ``err = 0.9^k``), a rejection shrinks it by
-  ``max(0.2, 0.9 · err^(-1/k))``;
+- the step is accepted where that norm is ``<= 1``; the next step's size
+  comes from a :class:`lnn.solvers.StepController` (the default: the
+  classical integral controller, ``h_new = h · clip(0.8 · err^(-1/k), 1, 10)``
+  after an accepted step (1 right after a rejection) and
+  ``h · max(0.2, 0.8 · err^(-1/k))`` after a rejection, ``k = error_order + 1``:
+  diffrax's rules with a safety of 0.8 instead of 0.9 and scipy's hold after
+  a rejection; :mod:`lnn.solvers._controller` says why);
 - the samples ``t_j`` passed by an accepted step are filled by the tableau's
   dense output, per trajectory (the grid ``t`` is shared, not the steps);
 - the initial step is Hairer's estimate (scipy's ``select_initial_step``),
@@ -55,20 +56,13 @@ import tensorflow as tf
 from lnn import _runtime
 from lnn.solvers import NAMES
 from lnn.solvers import tableau as _tableau
+from lnn.solvers._controller import DEFAULT_CONTROLLER, StepController
 
 __all__ = ["AdaptiveSolution", "STATUS", "solve", "compiled_rollout"]
 
 #: Status codes of the trajectories of an :class:`AdaptiveSolution`.
 STATUS = {0: "running", 1: "finished", 2: "non-finite", 3: "step size too small", 4: "max_steps reached"}
 _RUNNING, _DONE, _NONFINITE, _TOO_SMALL, _MAX_STEPS = range(5)
-_SAFETY, _MIN_FACTOR, _MAX_FACTOR, _BETA1, _BETA2 = 0.9, 0.2, 10.0, 0.7, 0.4
-# With err_prev = err the PI step ratio is safety * err^(-(BETA1 - BETA2)/k): a steady run settles
-# where that is 1. The growth's safety 0.9^(BETA1 - BETA2) puts it at err = 0.9^k, where the
-# classical controller (0.9 err^(-1/k); diffrax's default, scipy's) settles; with 0.9 it settled at
-# 0.9^(k / 0.3), 2.5x (tsit5) to 3.4x (8th order) smaller errors than asked for, bought with
-# ~20 % more steps (double pendulum, 16 learned trajectories: 179 -> 144 accepted tsit5 steps).
-_PI_SAFETY = _SAFETY ** (_BETA1 - _BETA2)
-_NONFINITE_FACTOR = 0.25
 #: Loop iterations per plain-graph call of a rollout while its XLA form compiles (:class:`_RolloutCaller`).
 GRAPH_CHUNK = 32
 #: Batches of at least this many trajectories run their XLA solve in calls of about
@@ -132,6 +126,7 @@ def solve(
     max_steps: int = 100_000,
     jit_compile: bool | None = None,
     dtype=None,
+    controller: StepController = DEFAULT_CONTROLLER,
 ) -> AdaptiveSolution:
     """Integrate a batch adaptively with the compiled pair ``method`` (see the module docstring).
 
@@ -158,6 +153,9 @@ def solve(
         the inputs are symbolic.
     dtype : tf.DType, optional
         Default: the system's dtype (float64 when it has none).
+    controller : StepController, keyword-only
+        The step-size controller (default: :data:`lnn.solvers.DEFAULT_CONTROLLER`,
+        the one :func:`lnn.rollout` uses).
 
     Returns
     -------
@@ -186,7 +184,11 @@ def solve(
     if jit_compile is None:
         jit_compile = not symbolic and not _runtime.tape_may_record()
     has_tau = tau_samples is not None
-    run = _compiled(system, tab, n=n, dtype=dtype, has_tau=has_tau, hold=bool(hold), jit=bool(jit_compile))
+    if not isinstance(controller, StepController):
+        raise TypeError(f"controller must be a lnn.solvers.StepController; got {type(controller).__name__}")
+    run = _compiled(
+        system, tab, n=n, dtype=dtype, has_tau=has_tau, hold=bool(hold), jit=bool(jit_compile), controller=controller
+    )
     args = [y0, t]
     if has_tau:
         args.append(tf.cast(tau_samples, dtype))
@@ -217,13 +219,15 @@ def _cached(system, key, build):
     return per_system[key]
 
 
-def _compiled(system, tab, *, n, dtype, has_tau, hold, jit, samples=True):
+def _compiled(system, tab, *, n, dtype, has_tau, hold, jit, samples=True, controller=DEFAULT_CONTROLLER):
     """The compiled solve for ``system`` and these options (cached; traced on first use)."""
-    key = (tab.name, n, dtype, has_tau, hold, jit, samples)
+    key = (tab.name, n, dtype, has_tau, hold, jit, samples, controller)
 
     def build():
         _acceleration_function(system, tab.name, n=n, dtype=dtype, has_tau=has_tau)  # TypeError if not TF
-        return _build(system, tab, n=n, dtype=dtype, has_tau=has_tau, hold=hold, jit=jit, samples=samples)
+        return _build(
+            system, tab, n=n, dtype=dtype, has_tau=has_tau, hold=hold, jit=jit, samples=samples, controller=controller
+        )
 
     run = _cached(system, key, build)
     if samples:
@@ -547,7 +551,7 @@ def _build_begin(system, tab, *, n, dtype, has_tau, hold):
     return tf.function(begin, input_signature=signature, jit_compile=False, autograph=False, reduce_retracing=True)
 
 
-def _build(system, tab, *, n, dtype, has_tau, hold, jit, samples=True):
+def _build(system, tab, *, n, dtype, has_tau, hold, jit, samples=True, controller=DEFAULT_CONTROLLER):
     """``tf.function`` ``run(y0, t, [tau_samples,] rtol, atol, max_step, max_steps)``.
 
     Returns ``(Y (B, T, 2n), qdd (B, T, n), energy (B, T), failed_at, status,
@@ -567,10 +571,7 @@ def _build(system, tab, *, n, dtype, has_tau, hold, jit, samples=True):
     a_np, c_np, b_np, S = _full_tableau(tab)
     size = a_np.shape[0]
     n_extra = size - S
-    c_safety, c_min, c_max = (tf.constant(x, dtype) for x in (_SAFETY, _MIN_FACTOR, _MAX_FACTOR))
-    c_pi_safety = tf.constant(_PI_SAFETY, dtype)
-    c_nonfinite, c_one = tf.constant(_NONFINITE_FACTOR, dtype), tf.constant(1.0, dtype)
-    c_tiny, c_floor = tf.constant(1e-10, dtype), tf.constant(1e-4, dtype)
+    c_floor = tf.constant(1e-4, dtype)
 
     def run(y0, t, *rest):
         if not samples:  # resumable: the loop state in and out (_build_begin's function starts it)
@@ -620,13 +621,10 @@ def _build(system, tab, *, n, dtype, has_tau, hold, jit, samples=True):
             finite = finite_rows(y_new, f_new) & tf.math.is_finite(norm)
             norm = tf.where(finite, norm, tf.fill([B], tf.constant(math.inf, dtype)))
             accept = running & (norm <= 1.0)
-            # PI controller (no growth right after a rejection); rejections shrink.
-            safe = tf.maximum(norm, c_tiny)
-            grow = c_pi_safety * safe ** (-_BETA1 * k_exp) * err_prev ** (_BETA2 * k_exp)
-            grow = tf.clip_by_value(grow, c_min, c_max)
-            grow = tf.where(rejected, tf.minimum(grow, c_one), grow)
-            shrink = tf.where(finite, tf.maximum(c_min, c_safety * safe ** (-k_exp)), tf.fill([B], c_nonfinite))
-            h_next = tf.minimum(h_step * tf.where(accept, grow, shrink), max_step)
+            factor = controller.factor(
+                norm, err_prev, accept=accept, rejected=rejected, finite=finite, k_exp=k_exp, dtype=dtype
+            )
+            h_next = tf.minimum(h_step * factor, max_step)
             h_next = tf.stop_gradient(tf.where(running, h_next, h))
             t_new = tf.where(accept, tf.where(last, t_end, tcur + h_step), tcur)
             hmin = 10 * eps * tf.maximum(tf.abs(tcur), tf.abs(t_end))
