@@ -264,10 +264,10 @@ def test_the_controller_presets_and_their_bad_values():
     d = solvers.StepController.diffrax()  # diffrax's PIDController defaults (an integral controller)
     assert (d.beta1, d.beta2, d.growth_safety, d.safety, d.factor_min, d.factor_max) == (1, 0, 0.9, 0.9, 0.2, 10)
     assert (d.accepted_min, d.hold_after_reject) == (1.0, False)
-    # The default: diffrax's rules with a safety of 0.8 and no growth right after a rejection
+    # The default: diffrax's rules with a safety of 0.75 and no growth right after a rejection
     # (lnn.solvers._controller says why).
     assert solvers.DEFAULT_CONTROLLER == dataclasses.replace(
-        solvers.StepController.diffrax(), growth_safety=0.8, safety=0.8, hold_after_reject=True
+        solvers.StepController.diffrax(), growth_safety=0.75, safety=0.75, hold_after_reject=True
     )
     assert not solvers.StepController.diffrax().hold_after_reject and solvers.StepController.scipy().hold_after_reject
     pi = solvers.StepController.pi()

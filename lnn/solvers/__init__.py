@@ -3,7 +3,7 @@
 One engine (:mod:`lnn.solvers._embedded`: per-trajectory step sizes under a
 :class:`StepController` (:mod:`lnn.solvers._controller`; the default,
 :data:`DEFAULT_CONTROLLER`, is diffrax's integral controller with a safety of
-0.8), the error norm of every trajectory against its own tolerance,
+0.75), the error norm of every trajectory against its own tolerance,
 dense output at the requested times, the whole step loop one
 ``tf.while_loop`` in one ``tf.function``, compiled with XLA) and one module
 per tableau, found through :data:`REGISTRY`:

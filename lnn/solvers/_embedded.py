@@ -13,10 +13,10 @@ batch of ``B`` initial states, **every trajectory with its own step size**:
   tolerance, as a solo solve would;
 - the step is accepted where that norm is ``<= 1``; the next step's size
   comes from a :class:`lnn.solvers.StepController` (the default: the
-  classical integral controller, ``h_new = h · clip(0.8 · err^(-1/k), 1, 10)``
+  classical integral controller, ``h_new = h · clip(0.75 · err^(-1/k), 1, 10)``
   after an accepted step (1 right after a rejection) and
-  ``h · max(0.2, 0.8 · err^(-1/k))`` after a rejection, ``k = error_order + 1``:
-  diffrax's rules with a safety of 0.8 instead of 0.9 and scipy's hold after
+  ``h · max(0.2, 0.75 · err^(-1/k))`` after a rejection, ``k = error_order + 1``:
+  diffrax's rules with a safety of 0.75 instead of 0.9 and scipy's hold after
   a rejection; :mod:`lnn.solvers._controller` says why);
 - the samples ``t_j`` passed by an accepted step are filled by the tableau's
   dense output, per trajectory (the grid ``t`` is shared, not the steps);
