@@ -170,6 +170,8 @@ def solve(
         (a numpy-only ground-truth system): use a ``solve_ivp`` method.
     """
     tab = _tableau(method)
+    if not isinstance(controller, StepController):
+        raise TypeError(f"controller must be a lnn.solvers.StepController; got {type(controller).__name__}")
     if dtype is None:
         from lnn.odeint import _system_dtype
 
@@ -184,8 +186,6 @@ def solve(
     if jit_compile is None:
         jit_compile = not symbolic and not _runtime.tape_may_record()
     has_tau = tau_samples is not None
-    if not isinstance(controller, StepController):
-        raise TypeError(f"controller must be a lnn.solvers.StepController; got {type(controller).__name__}")
     run = _compiled(
         system, tab, n=n, dtype=dtype, has_tau=has_tau, hold=bool(hold), jit=bool(jit_compile), controller=controller
     )
