@@ -21,6 +21,7 @@ Importing this module is light: matplotlib is imported when a function runs.
 :func:`history`                 training curves from a ``History`` or CSV log
 :func:`animate`                 pendulums, cart-pole, arms (2-D) or robots (3-D)
 :func:`paper_figure`            trajectory, phase, energy and error in one figure
+:func:`residuals`               a model's torque residual vs qd and q, in time, spectrum, lags
 :class:`RolloutPair`            true and learned rollouts from the same states (.npz)
 ==============================  ===============================================
 """
@@ -39,6 +40,7 @@ from lnn.plot._mechanics import (
 )
 from lnn.plot._pair import RolloutPair
 from lnn.plot._paper import PaperFigure, paper_figure
+from lnn.plot._residuals import ResidualPlot, residuals
 from lnn.plot._series import (
     EnergyErrorPlot,
     PhasePlot,
@@ -83,5 +85,7 @@ __all__ = [
     "Animation",
     "paper_figure",
     "PaperFigure",
+    "residuals",
+    "ResidualPlot",
     "RolloutPair",
 ]
