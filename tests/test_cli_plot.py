@@ -97,6 +97,7 @@ CASES = {
     "mass-matrix": ["model.keras", "rollout.npz"],
     "potential": ["model.keras", "--system", "double-pendulum"],
     "torques": ["model.keras", "rollout.npz"],
+    "residuals": ["model.keras", "dataset.npz"],
 }
 
 
@@ -174,6 +175,25 @@ def test_plot_refuses_to_overwrite_and_reports_bad_input(files, tmp_path, capsys
     replace(lnn.Dataset.load(dataset).as_trajectory(), metadata={}).save(bare)  # no system named
     assert main(["plot", "animate", str(bare), "-o", str(tmp_path / "a.gif")]) == 2
     assert "--system" in capsys.readouterr().err
+
+
+def test_plot_residuals_of_a_model_on_a_dataset(files, tmp_path, capsys):
+    output = tmp_path / "residuals.pdf"
+    argv = ["plot", "residuals", str(files / "model.keras"), str(files / "dataset.npz"), "-o", str(output)]
+    assert main(argv) == 0
+    assert f"wrote {output}" in capsys.readouterr().out
+    assert output.read_bytes().startswith(b"%PDF-")
+    stamp = output.stat().st_mtime_ns
+    assert main(argv) == 2
+    assert "--force" in capsys.readouterr().err
+    assert output.stat().st_mtime_ns == stamp
+    assert main(argv + ["--force", "--coordinate", "1"]) == 0
+    assert output.stat().st_mtime_ns != stamp
+    assert main(["plot", "residuals", str(files / "model.keras"), "-o", str(tmp_path / "r.png")]) == 2
+    assert "needs exactly one dataset" in capsys.readouterr().err
+    assert main(["plot", "residuals", str(files / "dataset.npz"), "-o", str(tmp_path / "r.png")]) == 2
+    assert "needs exactly one model" in capsys.readouterr().err
+    assert not (tmp_path / "r.png").exists()
 
 
 def test_rollout_rejects_bad_options(files, tmp_path, capsys):

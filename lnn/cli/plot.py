@@ -14,7 +14,19 @@ from pathlib import Path
 
 from lnn.cli._common import add_system_arguments, check_output, make_system
 
-KINDS = ("trajectory", "phase", "energy", "error", "mass-matrix", "potential", "torques", "history", "animate", "paper")
+KINDS = (
+    "trajectory",
+    "phase",
+    "energy",
+    "error",
+    "mass-matrix",
+    "potential",
+    "torques",
+    "history",
+    "animate",
+    "paper",
+    "residuals",
+)
 _FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
 _ANIMATION_SUFFIXES = (".gif", ".mp4")
 
@@ -28,7 +40,8 @@ def register(subparsers) -> None:
             "KIND and its INPUTs: trajectory / phase / paper: ROLLOUT.npz (or TRUE.npz "
             "[LEARNED.npz]); energy / error: ROLLOUT.npz... (one curve per file); "
             "mass-matrix / potential: MODEL.keras; torques: MODEL.keras ROLLOUT.npz; "
-            "history: LOG.csv; animate: ROLLOUT.npz (or TRAJECTORY.npz), output .gif/.mp4. "
+            "history: LOG.csv; animate: ROLLOUT.npz (or TRAJECTORY.npz), output .gif/.mp4; "
+            "residuals: MODEL.keras DATA.npz (the torque the model leaves on a dataset with torques). "
             "The system comes from --system or from the metadata of an .npz input."
         ),
     )
@@ -69,6 +82,7 @@ class _Inputs:
     trajectories: list = field(default_factory=list)  # (path, Trajectory)
     models: list = field(default_factory=list)  # (path, model)
     logs: list = field(default_factory=list)  # path
+    datasets: list = field(default_factory=list)  # (path, Dataset)
     metadata: dict = field(default_factory=dict)  # of the first .npz
 
 
@@ -107,6 +121,7 @@ def _load(paths: list[str]) -> _Inputs:
                 inputs.pairs.append((path, content))
                 metadata = content.metadata
             elif isinstance(content, Dataset):
+                inputs.datasets.append((path, content))
                 metadata = {
                     "system": content.system,
                     "parameters": content.parameters,
@@ -207,6 +222,10 @@ def _draw(args, inputs: _Inputs):
         if len(inputs.logs) != 1:
             raise ValueError(f"plot history needs exactly one .csv training log, got {args.inputs}")
         return plot.history(inputs.logs[0])
+    if args.kind == "residuals":
+        if len(inputs.datasets) != 1:
+            raise ValueError(f"plot residuals needs exactly one dataset .npz (with torques), got {args.inputs}")
+        return plot.residuals(_model(args, inputs), inputs.datasets[0][1], coordinates=coordinates)
     system = _system(args, inputs, required=True)
     model = _model(args, inputs)
     if args.kind == "mass-matrix":
