@@ -508,7 +508,7 @@ def _median_frequency(frequency: np.ndarray, psd: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         cumulative = cumulative / cumulative[-1]
     return np.array(
-        [frequency[min(np.searchsorted(cumulative[:, j], 0.5), frequency.size - 1)] for j in range(psd.shape[1])]
+        [frequency[min(int(np.searchsorted(cumulative[:, j], 0.5)), frequency.size - 1)] for j in range(psd.shape[1])]
     )
 
 
@@ -603,7 +603,7 @@ def analyze(
     recordings = ids[bounds[:-1]]
     recording_mean = np.stack([residual[a:b].mean(0) for a, b in zip(bounds[:-1], bounds[1:])])
     recording_code = np.repeat(np.arange(recordings.size), np.diff(bounds))
-    shares = {"qd": [], "q": [], "qd_q": [], "qdd": [], "bias": []}
+    shares: dict[str, list[float]] = {"qd": [], "q": [], "qd_q": [], "qdd": [], "bias": []}
     for j in range(n):
         qd_codes, q_codes = _codes(qd[:, j], bins)[0], _codes(q[:, j], bins)[0]
         shares["qd"].append(_binned_share([qd_codes], residual[:, j], fold, folds))
