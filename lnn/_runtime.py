@@ -60,6 +60,8 @@ import warnings
 import numpy as np
 import tensorflow as tf
 
+from lnn.errors import RuntimeFallbackWarning
+
 __all__ = [
     "PUBLIC_ONLY",
     "RuntimeFallbackWarning",
@@ -79,10 +81,6 @@ PUBLIC_ONLY = os.environ.get("LNN_PUBLIC_TF", "").strip().lower() in ("1", "true
 
 #: The class of eager tensors (``type(tf.constant(0.0))``: found through public calls).
 EagerTensor = type(tf.constant(0.0))
-
-
-class RuntimeFallbackWarning(RuntimeWarning):
-    """A private TensorFlow path is unavailable; the public (slower) one is used."""
 
 
 _WARNED: set = set()

@@ -40,6 +40,7 @@ import numpy as np
 import tensorflow as tf
 
 from lnn import _runtime
+from lnn.errors import MassMatrixError
 
 __all__ = [
     "MassMatrixError",
@@ -59,20 +60,6 @@ __all__ = [
 
 _METHODS = ("reverse", "forward-over-reverse")
 _ZERO = tf.UnconnectedGradients.ZERO
-
-
-class MassMatrixError(ValueError):
-    """A mass matrix that is not symmetric positive definite where one is needed.
-
-    Attributes
-    ----------
-    health : MassMatrixHealth
-        The health report of the offending batch.
-    """
-
-    def __init__(self, message: str, health: MassMatrixHealth) -> None:
-        super().__init__(message)
-        self.health = health
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["MechanicalSystem"]
+__all__ = ["FLOAT_DTYPES", "MechanicalSystem", "compute_dtype"]
+
+#: The float dtypes the package computes in.
+FLOAT_DTYPES = ("float32", "float64")
 
 
 @runtime_checkable
@@ -54,3 +57,35 @@ class MechanicalSystem(Protocol):
 
     def energy(self, q: Any, qd: Any) -> Any:
         """Total energy ``E = qd · dL/dqd - L``, shape ``(...,)``."""
+
+
+def compute_dtype(system, like=None) -> str:
+    """The float dtype ``system`` computes in: the package's one rule (integrators and training alike).
+
+    The system's own ``compute_dtype`` or ``dtype`` (a Keras model's, or a
+    system written in TensorFlow) when it is ``float32`` or ``float64``;
+    otherwise the dtype of ``like`` (an initial state: a float32 array or
+    tensor stays float32); otherwise ``"float64"`` (numpy ground truth).
+
+    Parameters
+    ----------
+    system : object
+    like : array_like or tensor, optional
+
+    Returns
+    -------
+    str
+        ``"float32"`` or ``"float64"``.
+    """
+    for attr in ("compute_dtype", "dtype"):
+        name = _dtype_name(getattr(system, attr, None))
+        if name is not None:
+            return name
+    name = _dtype_name(getattr(like, "dtype", None))
+    return name if name is not None else "float64"
+
+
+def _dtype_name(value) -> str | None:
+    """``value`` (a str, numpy or TensorFlow dtype) as one of :data:`FLOAT_DTYPES`, else None."""
+    name = value if isinstance(value, str) else getattr(value, "name", None)
+    return name if name in FLOAT_DTYPES else None

@@ -229,7 +229,7 @@ def test_exact_jacobian_is_what_the_solver_receives():
 
 def test_assembled_jacobians_equal_finite_differences_of_the_vector_field():
     from lnn._torque import NumpyTorque
-    from lnn.integrate import _jacobian_options
+    from lnn.integrate._scipy import _jacobian_options
 
     system = CoupledPendulums()
     B, n = 4, 3
@@ -261,7 +261,8 @@ def test_assembled_jacobians_equal_finite_differences_of_the_vector_field():
 
 
 def test_unknown_method_lists_the_methods():
-    with pytest.raises(ValueError, match="RK23, RK45, DOP853, Radau, BDF, LSODA or 'auto'; got 'Euler'"):
+    listing = "scipy: RK23, RK45, DOP853, Radau, BDF, LSODA; compiled: .*, or 'auto'; got 'Euler'"
+    with pytest.raises(ValueError, match=listing):
         rollout(Oscillators(), [0.0, 0.0], [0.0, 0.0], [0.0, 1.0], method="Euler")
 
 
@@ -369,14 +370,14 @@ def test_errors_of_the_system_are_reported_with_the_time_and_trajectories():
 
 
 def test_sample_accelerations_are_evaluated_in_blocks_equal_to_one_call():
-    import lnn.integrate as integrate
+    from lnn.integrate._problem import SAMPLE_BLOCK
     from simulations import DoublePendulum
 
     system = DoublePendulum()
     rng = np.random.default_rng(3)
     q0, qd0 = rng.uniform(-1, 1, (11, 2)), rng.normal(size=(11, 2))
     t = np.linspace(0.0, 1.0, 101)  # 11 x 101 = 1111 samples: two blocks of 1024
-    assert 11 * 101 > integrate._SAMPLE_BLOCK
+    assert 11 * 101 > SAMPLE_BLOCK
     traj = rollout(system, q0, qd0, t, method="DOP853")
     flat = traj.q.reshape(-1, 2), traj.qd.reshape(-1, 2)
     np.testing.assert_allclose(traj.qdd.reshape(-1, 2), system.acceleration(*flat), rtol=1e-12)

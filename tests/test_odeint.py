@@ -11,7 +11,7 @@ from scipy.integrate import solve_ivp
 
 import lnn.integrate
 import simulations
-from lnn.odeint import METHODS, OdeintResult, odeint
+from lnn.odeint import METHODS, odeint
 
 
 @dataclass(frozen=True, eq=False)
@@ -203,7 +203,7 @@ def test_lazy_wrapper_and_no_retracing():
     assert first.method == "rk4" and first.q.shape == (2, 5, 2) and direct.q.shape == (1, 9, 2)
     assert isinstance(first.q, tf.Tensor) and first.q.dtype == tf.float64
     assert first.nfev == 4 * 4 + 5
-    from lnn.odeint import _CACHE
+    from lnn.integrate.graph import _CACHE
 
     (compiled,) = [f for key, f in _CACHE[SYSTEM].items() if key[0] == "rk4" and key[1] == 1 and key[3] is None]
     assert compiled.experimental_get_tracing_count() == 1
@@ -417,7 +417,6 @@ def test_inside_a_tf_function_with_unknown_batch_returns_tensors_and_traces_once
             result = odeint(model, q0, qd0, t, method="rk4", tau=tau)
             loss = tf.reduce_sum(result.q[:, -1] ** 2) + tf.reduce_sum(result.energy[:, -1])
         assert isinstance(result, lnn.Trajectory) and result.method == "rk4"
-        assert OdeintResult is lnn.Trajectory  # the old name, kept as an alias
         assert result.q.shape.as_list() == [None, 6, 2]
         assert result.energy.shape.as_list() == [None, 6]
         return loss, tape.gradient(loss, model.trainable_variables)

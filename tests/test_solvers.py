@@ -13,10 +13,10 @@ import tensorflow as tf
 
 import lnn
 from lnn import solvers
-from lnn.integrate import COMPILED_METHODS, rollout
+from lnn.integrate import method_names, rollout
 from lnn.models import compiled
 from lnn.odeint import odeint
-from lnn.solvers import _embedded
+from lnn.solvers import _engine, _scheduler
 
 ORDERS = {"tsit5": 5, "dopri5": 5, "dopri8": 8, "dopri853": 8}
 #: Log-log slopes measurable above float64's rounding where they differ from the order (ORDER_CASES).
@@ -89,7 +89,7 @@ ORDER_CASES = {
 }
 
 
-@pytest.mark.parametrize("method", COMPILED_METHODS)
+@pytest.mark.parametrize("method", method_names("compiled"))
 def test_order_of_convergence(method):
     """The end-point error falls like ``h**order`` (log-log slope within 0.2)."""
     problem, duration, steps = ORDER_CASES[method]
@@ -124,7 +124,7 @@ class TFPolynomialChain:
         return tf.concat([q[:, 1:], tf.ones_like(q[:, :1])], axis=1)
 
 
-@pytest.mark.parametrize("method", COMPILED_METHODS)
+@pytest.mark.parametrize("method", method_names("compiled"))
 def test_dense_output_reproduces_polynomials_of_its_degree(method):
     """Between the steps (up to 1 s long, most samples inside them), every component whose
     exact solution is a polynomial of degree <= the dense output's degree is exact; the next
@@ -144,7 +144,7 @@ def test_dense_output_reproduces_polynomials_of_its_degree(method):
 
 
 @pytest.mark.slow  # two XLA compilations per method (forced and unforced)
-@pytest.mark.parametrize("method", COMPILED_METHODS)
+@pytest.mark.parametrize("method", method_names("compiled"))
 def test_equals_solve_ivp_to_the_tolerance(method):
     t = np.linspace(0.0, 5.0, 26)
     tau = 0.3 * np.sin(np.linspace(0.0, 6.0, 26))[:, None] * np.ones(2)
@@ -357,20 +357,20 @@ def test_compiled_solves_do_not_retrace():
     t = np.linspace(0.0, 1.0, 6)
     rollout(system, Q0, QD0, t, method="tsit5", rtol=1e-6, atol=1e-6)
     compiled.wait()  # the XLA form is traced on the background worker
-    count = _embedded.tracing_count(system)
+    count = solvers.tracing_count(system)
     rollout(system, Q0, QD0, t, method="tsit5", rtol=1e-8, atol=1e-7)
     rollout(system, Q0[:1], QD0[:1], np.linspace(0.0, 2.0, 9), method="tsit5")
     rollout(system, Q0 * 0.5, QD0, t, method="tsit5", rtol=np.array([1e-5, 1e-6, 1e-7]))
     compiled.wait()
-    assert _embedded.tracing_count(system) == count
+    assert solvers.tracing_count(system) == count
 
 
 def test_a_new_shape_runs_as_a_graph_until_its_xla_form_is_compiled(monkeypatch):
-    monkeypatch.setattr(_embedded, "usable_cores", lambda: 2)  # the policy of a machine with a spare core
+    monkeypatch.setattr(_scheduler, "usable_cores", lambda: 2)  # the policy of a machine with a spare core
     system = TFPendulums()
     t = np.linspace(0.0, 3.0, 31)
     first = rollout(system, Q0, QD0, t, method="tsit5", rtol=1e-9, atol=1e-9)
-    caller = _embedded._CACHE[system][("rollout", "tsit5", 2, tf.float64, False, False)]
+    caller = _engine._CACHE[system][("rollout", "tsit5", 2, tf.float64, False, False)]
     assert caller.iterations["graph"] > 0  # nobody waited for XLA
     compiled.wait()
     assert [(c.rows, c.thread, c.ok) for c in caller.compilations] == [(3, "lnn-xla", True)]
@@ -383,15 +383,15 @@ def test_a_new_shape_runs_as_a_graph_until_its_xla_form_is_compiled(monkeypatch)
 
 
 def test_on_one_core_the_first_rollout_compiles_at_once(monkeypatch):
-    monkeypatch.setattr(_embedded, "usable_cores", lambda: 1)
+    monkeypatch.setattr(_scheduler, "usable_cores", lambda: 1)
     system = TFPendulums()
     rollout(system, Q0, QD0, np.linspace(0.0, 1.0, 11), method="dopri5")
-    caller = _embedded._CACHE[system][("rollout", "dopri5", 2, tf.float64, False, False)]
+    caller = _engine._CACHE[system][("rollout", "dopri5", 2, tf.float64, False, False)]
     assert caller.iterations["graph"] == 0 and caller.iterations["xla"] > 0
     assert [c.thread for c in caller.compilations] == ["MainThread"]
 
 
-_COMPACT = _embedded._RolloutCaller._compact
+_COMPACT = _scheduler.RolloutScheduler._compact
 
 
 def _spread_batch(size=12):
@@ -403,18 +403,18 @@ def _spread_batch(size=12):
 
 def _tail_rollout(monkeypatch, *, pays):
     """A rollout of :func:`_spread_batch` on a fresh system with the tail policy ``pays``, and its caller."""
-    monkeypatch.setattr(_embedded, "usable_cores", lambda: 1)
-    monkeypatch.setattr(_embedded, "COMPACT_MIN_BATCH", 8)
-    monkeypatch.setattr(_embedded, "XLA_CALL_SECONDS", 0.0)  # XLA calls of 8 iterations
+    monkeypatch.setattr(_scheduler, "usable_cores", lambda: 1)
+    monkeypatch.setattr(_scheduler, "COMPACT_MIN_BATCH", 8)
+    monkeypatch.setattr(_scheduler, "XLA_CALL_SECONDS", 0.0)  # XLA calls of 8 iterations
     if pays is None:
-        monkeypatch.setattr(_embedded._RolloutCaller, "_compact", lambda self, *args: False)
+        monkeypatch.setattr(_scheduler.RolloutScheduler, "_compact", lambda self, *args: False)
     else:
-        monkeypatch.setattr(_embedded._RolloutCaller, "_compact", _COMPACT)
-        monkeypatch.setattr(_embedded._RolloutCaller, "_pays", lambda self, *args: pays())
+        monkeypatch.setattr(_scheduler.RolloutScheduler, "_compact", _COMPACT)
+        monkeypatch.setattr(_scheduler.RolloutScheduler, "_pays", lambda self, *args: pays())
     system = TFPendulums()
     q0, qd0, rtol = _spread_batch()
     result = rollout(system, q0, qd0, np.linspace(0.0, 4.0, 41), method="tsit5", rtol=rtol, atol=1e-12)
-    return result, _embedded._CACHE[system][("rollout", "tsit5", 2, tf.float64, False, False)]
+    return result, _engine._CACHE[system][("rollout", "tsit5", 2, tf.float64, False, False)]
 
 
 def test_the_tail_of_a_batch_continues_as_a_smaller_graph_with_the_same_results(monkeypatch):
@@ -442,13 +442,13 @@ def test_a_smaller_graph_slower_than_xla_hands_its_rows_back(monkeypatch):
     answers = iter([True])
     tail, caller = _tail_rollout(monkeypatch, pays=lambda: next(answers, False))
     assert len(caller.compactions) == 1
-    assert caller.iterations["graph"] == _embedded.GRAPH_CHUNK  # one chunk, then back to XLA
+    assert caller.iterations["graph"] == _scheduler.GRAPH_CHUNK  # one chunk, then back to XLA
     np.testing.assert_allclose(tail.q, whole.q, rtol=0, atol=1e-11)
     assert tail.metadata["n_accepted"] == whole.metadata["n_accepted"]
 
 
 def test_the_cost_buckets_are_powers_of_two():
-    assert [_embedded._bucket(r) for r in (1, 2, 3, 64, 65, 200, 256)] == [1, 2, 4, 64, 128, 256, 256]
+    assert [_scheduler.bucket(r) for r in (1, 2, 3, 64, 65, 200, 256)] == [1, 2, 4, 64, 128, 256, 256]
 
 
 def test_a_numpy_only_system_is_refused_with_a_clear_error():
@@ -462,14 +462,14 @@ def test_bad_input_is_named():
     t = [0.0, 1.0]
     with pytest.raises(
         ValueError,
-        match=r"tsit5, dopri5, dopri8, dopri853.*RK23, RK45, DOP853, Radau, "
-        r"BDF, LSODA or 'auto'; got 'rk45'",
+        match=r"method must be one of scipy: RK23, RK45, DOP853, Radau, BDF, LSODA; compiled: tsit5, dopri5, "
+        r"dopri8, dopri853; fixed-step: rk4, verlet, or 'auto'; got 'rk45'",
     ):
         rollout(SYSTEM, Q0, QD0, t, method="rk45")
     with pytest.raises(
         ValueError,
-        match=r"method must be one of .*'rk4', 'verlet', 'tsit5', "
-        r"'dopri5', 'dopri8', 'dopri853'.*got 'euler'",
+        match=r"method must be one of compiled: tsit5, dopri5, dopri8, dopri853; fixed-step: rk4, verlet; "
+        r"got 'euler'",
     ):
         odeint(SYSTEM, Q0, QD0, t, method="euler")
     with pytest.raises(ValueError, match="method must be one of tsit5, dopri5, dopri8, dopri853; got 'rk7'"):
@@ -539,13 +539,13 @@ def test_rooted_trees_are_counted_right():
     assert [len(_rooted_trees(k)) for k in range(1, 10)] == [1, 1, 2, 4, 9, 20, 48, 115, 286]
 
 
-@pytest.mark.parametrize("name", solvers.NAMES)
+@pytest.mark.parametrize("name", solvers.names())
 def test_tableau_order_conditions(name):
     """``b · Φ(t) = 1 / γ(t)`` for every rooted tree up to the pair's order (115 trees of order 8),
     not for all of the next order; the same for the embedded solution at its order, and for a
     polynomial dense output at ``θ`` (``θ^ρ(t) / γ(t)``) at its order."""
     tab = solvers.tableau(name)
-    a_full, _, b_full, S = _embedded._full_tableau(tab)
+    a_full, _, b_full, S = tab.stage_matrix()
     a = a_full[:S, :S]
     solutions = [(b_full, tab.order)]
     if tab.error.shape[1] == 1:  # one estimate: b - error is the embedded solution
@@ -574,24 +574,36 @@ def test_tableau_order_conditions(name):
 
 
 def test_tableaus_are_consistent():
-    for name in solvers.NAMES:
+    for name in solvers.names():
         tab = solvers.tableau(name)
         tab.check()
         assert tab.name == name
 
 
-def test_auto_picks_the_compiled_pair_for_learned_float64_models_only():
+def test_auto_is_the_default_and_picks_the_measured_compiled_pair_for_every_learned_model():
     import simulations
-    from lnn.integrate import choose_method
+    from lnn.integrate import AUTO_TABLE, choose_method
 
     model64 = lnn.LagrangianNetwork(2, kind="structured", hidden=(8,), dtype="float64", seed=0)
-    model32 = lnn.LagrangianNetwork(2, kind="kinetic-potential", hidden=(8,), seed=0)
-    assert choose_method(model64) == "dopri8"
-    assert choose_method(model64, tau=lambda t, q, qd: 0 * q) == "DOP853"  # a controller
-    assert choose_method(model32) == "DOP853"  # scipy integrates a float32 model in float64
-    assert choose_method(simulations.DoublePendulum()) == "DOP853"
+    model32 = lnn.LagrangianNetwork(2, kind="structured", hidden=(8,), seed=0)
+    for batch in (1, 4, 5, 16, 256):
+        for rtol in (1e-4, 1e-6, 1e-8, 1e-10):
+            expected = next(name for largest, tightest, name in AUTO_TABLE if batch <= largest and rtol >= tightest)
+            assert choose_method(model64, batch=batch, rtol=rtol) == expected, (batch, rtol)
+    assert AUTO_TABLE[-1][:2] == (float("inf"), 0.0)  # every batch and tolerance has a row
+    assert choose_method(model64, tau=lambda t, q, qd: 0 * q) == "DOP853"  # a controller: scipy
+    assert choose_method(simulations.DoublePendulum()) == "DOP853"  # numpy ground truth: scipy
+    assert choose_method(model32) in method_names("compiled")  # float32 too: its state in float64
     t = np.linspace(0.0, 0.5, 6)
-    auto = rollout(model64, Q0, QD0, t, method="auto")
-    assert auto.method == "dopri8"
-    np.testing.assert_allclose(auto.q, rollout(model64, Q0, QD0, t, method="dopri8").q, rtol=0, atol=1e-12)
-    assert rollout(simulations.DoublePendulum(), Q0, QD0, t, method="auto").method == "DOP853"
+    default = rollout(model64, Q0, QD0, t)
+    assert default.method == choose_method(model64, batch=Q0.shape[0])
+    # The same solve (a plain graph while XLA compiles, then XLA): equal to rounding, which may flip
+    # one step's acceptance, so the two agree to the tolerance (1e-8), not bit for bit.
+    np.testing.assert_allclose(default.q, rollout(model64, Q0, QD0, t, method=default.method).q, rtol=0, atol=1e-7)
+    assert rollout(simulations.DoublePendulum(), Q0, QD0, t).method == "DOP853"
+    # A float32 model: the compiled state is float64 (the model's arithmetic float32), so the
+    # default path agrees with scipy's within the tolerances, as a change of backend must.
+    fast = rollout(model32, Q0, QD0, t)
+    reference = rollout(model32, Q0, QD0, t, method="DOP853")
+    assert fast.q.dtype == np.float64 and fast.method in method_names("compiled")
+    np.testing.assert_allclose(fast.q, reference.q, rtol=0, atol=2e-5)

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from lnn.errors import NonPhysicalMassMatrixError
 from lnn.inertia import (
     PhysicalConsistency,
     log_cholesky_to_parameters,
@@ -135,10 +136,6 @@ class FitStatistics:
     cost: float
     success: bool
     message: str
-
-
-class NonPhysicalMassMatrixError(ValueError):
-    """The identified parameters give a mass matrix that is not positive definite."""
 
 
 @dataclass(frozen=True, eq=False)

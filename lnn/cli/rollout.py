@@ -17,7 +17,7 @@ from lnn.cli._common import ProgressBar, add_system_arguments, check_output, mak
 
 def register(subparsers) -> None:
     """Add the ``rollout`` verb."""
-    from lnn.integrate import AUTO, COMPILED_METHODS, METHODS
+    from lnn.integrate import AUTO, method_names
 
     parser = subparsers.add_parser(
         "rollout",
@@ -37,10 +37,11 @@ def register(subparsers) -> None:
     parser.add_argument("--seed", type=int, default=0, metavar="K", help="seed of the initial states (default 0)")
     parser.add_argument(
         "--method",
-        choices=METHODS + COMPILED_METHODS + (AUTO,),
-        default="DOP853",
-        help="solve_ivp method, a compiled method of lnn.solvers for the learned model (the true "
-        "system then uses DOP853), or auto (lnn.integrate.choose_method for each); default DOP853",
+        choices=method_names() + (AUTO,),
+        default=AUTO,
+        help="integration method (lnn.integrate.methods(): scipy's, the compiled pairs of lnn.solvers, the "
+        "fixed-step rk4 and verlet); the true system (numpy) takes DOP853 where the learned model takes a "
+        "compiled or fixed-step one. Default auto: the fastest measured (lnn.integrate.choose_method)",
     )
     parser.add_argument("-o", "--output", required=True, metavar="FILE", help="output file (.npz)")
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
@@ -63,7 +64,7 @@ def _check_grid(args) -> None:
 def run(args) -> int:
     """Roll out both systems and write the pair; print a one-line summary."""
     import lnn
-    from lnn.integrate import COMPILED_METHODS
+    from lnn.integrate import method
     from lnn.metrics import rollout_error
     from lnn.plot import RolloutPair
 
@@ -78,8 +79,8 @@ def run(args) -> int:
     state = system.sample_state(args.trajectories, rng=args.seed)
     steps = int(round(args.duration / args.dt))
     t = np.arange(steps + 1) * args.dt
-    # The true system is numpy: a compiled method (TensorFlow) rolls out the learned model only.
-    truth_method = "DOP853" if args.method in COMPILED_METHODS else args.method
+    # The true system is numpy: a compiled or fixed-step method (TensorFlow) rolls out the learned model only.
+    truth_method = args.method if args.method == "auto" or method(args.method).backend == "scipy" else "DOP853"
     true = lnn.rollout(system, state.q, state.qd, t, method=truth_method, progress=ProgressBar("true system  "))
     learned = lnn.rollout(model, state.q, state.qd, t, method=args.method, progress=ProgressBar("learned model"))
     metadata = {

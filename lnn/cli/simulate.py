@@ -16,7 +16,7 @@ DEFAULT_EXCITATION = {"planar-arm": "gravity-sinusoids", "panda": "gravity-sinus
 
 def register(subparsers) -> None:
     """Add the ``simulate`` verb."""
-    from lnn.integrate import METHODS
+    from lnn.integrate import AUTO, method_names
 
     parser = subparsers.add_parser(
         "simulate",
@@ -36,7 +36,13 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--seed", type=int, default=0, metavar="K", help="random seed (default 0)")
     parser.add_argument("-o", "--output", required=True, metavar="FILE", help="output dataset file (.npz)")
-    parser.add_argument("--method", choices=METHODS, default="DOP853", help="solve_ivp method (default DOP853)")
+    parser.add_argument(
+        "--method",
+        choices=method_names("scipy") + (AUTO,),
+        default="DOP853",
+        help="solve_ivp method (default DOP853; auto picks it too): the built-in systems are numpy, which the "
+        "compiled and fixed-step methods of lnn.integrate.methods() (TensorFlow) do not integrate",
+    )
     parser.add_argument("--rtol", type=float, default=1e-8, help="relative tolerance (default 1e-8)")
     parser.add_argument("--atol", type=float, default=1e-10, help="absolute tolerance (default 1e-10)")
     parser.add_argument(

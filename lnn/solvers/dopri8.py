@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lnn.solvers._tableau import Tableau
+from lnn.solvers.tableau import Tableau, register_tableau
 
 __all__ = ["TABLEAU"]
 
@@ -225,15 +225,17 @@ for _i, _row in enumerate(_ROWS, start=1):
     _A[_i, : len(_row)] = _row
 _B = np.asarray(_B8)
 
-TABLEAU = Tableau(
-    name="dopri8",
-    order=8,
-    error_order=7,
-    a=_A,
-    b=_B,
-    c=_A.sum(axis=1),
-    fsal=False,
-    # b8 - b7 over the 13 stages and the derivative at the new solution (the engine's 14th row).
-    error=np.concatenate([_B - np.asarray(_B7), [0.0]])[:, None],
-    dense=_P,
+TABLEAU = register_tableau(
+    Tableau(
+        name="dopri8",
+        order=8,
+        error_order=7,
+        a=_A,
+        b=_B,
+        c=_A.sum(axis=1),
+        fsal=False,
+        # b8 - b7 over the 13 stages and the derivative at the new solution (the engine's 14th row).
+        error=np.concatenate([_B - np.asarray(_B7), [0.0]])[:, None],
+        dense=_P,
+    )
 )

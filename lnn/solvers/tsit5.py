@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.polynomial import polynomial as P
 
-from lnn.solvers._tableau import Tableau
+from lnn.solvers.tableau import Tableau, register_tableau
 
 __all__ = ["TABLEAU"]
 
@@ -96,6 +96,8 @@ def _dense() -> np.ndarray:
     return out
 
 
-TABLEAU = Tableau(
-    name="tsit5", order=5, error_order=4, a=_A, b=_B, c=_C, fsal=True, error=(_B - _B_HAT)[:, None], dense=_dense()
+TABLEAU = register_tableau(
+    Tableau(
+        name="tsit5", order=5, error_order=4, a=_A, b=_B, c=_C, fsal=True, error=(_B - _B_HAT)[:, None], dense=_dense()
+    )
 )

@@ -10,30 +10,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lnn.errors import TrainingDivergedError
+
 __all__ = ["History", "Record", "TrainingDivergedError"]
-
-
-class TrainingDivergedError(RuntimeError, FloatingPointError):
-    """A non-finite loss or gradient stopped training.
-
-    The update of the offending batch is not applied, so the model keeps the
-    weights of the last good step.
-
-    Attributes
-    ----------
-    epoch : int
-        Epoch (0-based) of the offending batch.
-    batch : int
-        Batch index (0-based) within the epoch.
-    terms : dict
-        The loss terms of that batch (some non-finite).
-    """
-
-    def __init__(self, message: str, *, epoch: int, batch: int, terms: dict) -> None:
-        super().__init__(message)
-        self.epoch = int(epoch)
-        self.batch = int(batch)
-        self.terms = dict(terms)
 
 
 @dataclass(frozen=True)

@@ -22,16 +22,14 @@ import warnings
 
 import numpy as np
 
+from lnn.errors import IdentifiabilityWarning
+
 __all__ = ["IdentifiabilityWarning", "check", "default_loss", "is_unforced"]
 
 #: Terms whose value is unchanged by ``L -> c L`` (the scale of L is free on unforced data).
 SCALE_FREE = ("acceleration-l2", "acceleration-l1", "rollout")
 #: Terms that ``L = 0`` minimises on data without torques.
 TRIVIAL_WITHOUT_TORQUES = ("torque", "energy")
-
-
-class IdentifiabilityWarning(UserWarning):
-    """The training data cannot identify what the loss asks for (see :mod:`lnn.train`)."""
 
 
 def is_unforced(tau) -> bool:
