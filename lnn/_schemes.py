@@ -12,9 +12,9 @@ and how many right-hand-side evaluations a step makes (for ``nfev``).
     momentum ``p(q, v)`` and its rate ``f = dp/dt`` are obtained:
 
     - :class:`LagrangianMomentum` (a system with ``lagrangian(q, qd)``):
-      ``p = dL/dqd`` and ``f = dL/dq + tau - D v`` from one
-      ``tf.GradientTape``; ``p`` is inverted by Newton's method with the
-      Jacobian ``dp/dqd = mass_matrix(q, qd)``;
+      ``p = dL/dqd`` and ``f = dL/dq + tau`` from one ``tf.GradientTape``,
+      plus the system's forces (``-friction_torque(v, q=q)``); ``p`` is
+      inverted by Newton's method with the Jacobian ``dp/dqd = mass_matrix(q, qd)``;
     - :class:`MassMomentum` (a system without one, whose ``T = ½ qdᵀ M(q) qd``):
       ``p = M(q) v`` and ``f = M qdd + (dM/dq · v) v`` from its
       ``acceleration`` (which carries every force); ``p`` is linear in ``v``,
@@ -135,9 +135,11 @@ class Momentum(Protocol):
 
 @dataclass(frozen=True, eq=False)
 class LagrangianMomentum:
-    """``p = dL/dqd`` and ``f = dL/dq + tau - D v`` from ``system.lagrangian`` (any ``T``).
+    """``p = dL/dqd`` and ``f = dL/dq + tau + f_s(q, v)`` from ``system.lagrangian`` (any ``T``).
 
-    ``D`` is the system's ``damping_matrix()`` when it has one (viscous damping).
+    ``f_s`` are the system's own forces: ``-friction_torque(v, q=q)`` when it
+    has that method (a :class:`lnn.LagrangianNetwork`: every learned force),
+    else ``-D v`` with its ``damping_matrix()`` when it has one.
     """
 
     system: Any
@@ -157,6 +159,9 @@ class LagrangianMomentum:
 
     def rate(self, q, v, aux, tau):
         out = aux + tau
+        friction_torque = getattr(self.system, "friction_torque", None)
+        if callable(friction_torque):  # every learned force f(q, v), e.g. -D v: the system spends -f on them
+            return out - tf.cast(friction_torque(v, q=q), v.dtype)
         damping_matrix = getattr(self.system, "damping_matrix", None)
         if callable(damping_matrix):
             out = out - tf.matmul(v, tf.cast(damping_matrix(), v.dtype), transpose_b=True)

@@ -10,7 +10,8 @@ twin of its mathematics (:meth:`lnn.models.Kind.numpy`, e.g.
 :mod:`lnn.models.scalar` and :mod:`lnn.models.structured`), with the input
 map folded into the first layer of every network
 (:meth:`lnn.models.mlp.NumpyNet.fold`); this module adds the inputs, the
-damping force and the Cholesky solve. A kind without a numpy twin is
+learned forces (each force's numpy twin, :meth:`lnn.models.forces.Force.numpy`)
+and the Cholesky solve. A kind without a numpy twin is
 evaluated through the model's TensorFlow methods (still correct, slower).
 
 :meth:`FastLagrangian.acceleration` equals the TensorFlow path to rounding
@@ -110,10 +111,12 @@ class FastLagrangian:
         The model's kind (a name of :data:`lnn.models.KINDS`).
     dtype : numpy.dtype
     damping : numpy.ndarray or None, shape ``(n, n)``
-        The learned viscous damping ``D`` (None without damping).
+        The learned viscous matrix ``D``, the sum of the forces that are
+        exactly ``-D_k qd`` (:meth:`lnn.models.forces.Force.damping_matrix`;
+        None without any). For information: the forces below include them.
     forces : tuple of lnn.models.forces.NumpyForce
-        Every learned force term (damping, friction, offset): ``f(q, qd)``
-        joins ``tau`` on the right-hand side.
+        Every learned force term (damping, friction, offset, network):
+        ``f(q, qd)`` joins ``tau`` on the right-hand side.
     mechanics : lnn.models.NumpyKind or None
         The kind's numpy twin (None: the model's TensorFlow methods are called).
     """
@@ -151,8 +154,10 @@ class FastLagrangian:
         _keep_heap_padded()
         dtype = np.dtype(str(model.dtype))
         mech = model.numpy_mechanics()
-        damping = model.damping_force.numpy(dtype) if model.damping else None
-        forces = tuple(term.numpy(dtype) for term in getattr(model, "forces", ()))
+        terms = tuple(getattr(model, "forces", ()))
+        matrices = [np.asarray(m, np.float64) for m in (term.damping_matrix() for term in terms) if m is not None]
+        damping = np.ascontiguousarray(sum(matrices), dtype=dtype) if matrices else None
+        forces = tuple(term.numpy(dtype) for term in terms)
         return cls(
             n_dof=int(model.n_dof),
             angular=tuple(bool(a) for a in model.angular),
@@ -188,7 +193,7 @@ class FastLagrangian:
         return self.mechanics.dynamics(q, qd, self.inputs.basis_np(q))
 
     def acceleration(self, q, qd, tau=None, *, on_failure: str = "raise") -> np.ndarray:
-        """Forward dynamics ``qdd = M^{-1} (dL/dq - (d2L/dqd dq) qd + tau - D qd)``.
+        """Forward dynamics ``qdd = M^{-1} (dL/dq - (d2L/dqd dq) qd + tau + f(q, qd))``.
 
         Parameters
         ----------
@@ -238,7 +243,7 @@ class FastLagrangian:
         return qdd[0] if single else qdd
 
     def inverse_dynamics(self, q, qd, qdd) -> np.ndarray:
-        """Inverse dynamics ``tau = M qdd + (d2L/dqd dq) qd - dL/dq + D qd``.
+        """Inverse dynamics ``tau = M qdd + (d2L/dqd dq) qd - dL/dq - f(q, qd)``.
 
         Parameters
         ----------

@@ -1,46 +1,142 @@
-"""Learned generalized forces: the registry, dissipation, TF = numpy, inverse = forward (float64)."""
+"""Learned generalized forces: the registry, dissipation, TF = numpy, inverse = forward, save/load (float64).
+
+Also: a force registered from this file (one file, outside the package) works
+through ``friction=``; the least-squares interface of the linear forces; the
+passive network friction (passivity on 1e5 wide states for every built-in
+kind, unforced rollouts that never gain energy, gradients against finite
+differences, XLA, its numpy twin, a bit-exact save/load round trip).
+"""
 
 from __future__ import annotations
 
+import ast
+import pathlib
+
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import lnn
-from lnn.models.forces import FORCES, friction_names
+import simulations
+from lnn.models.forces import FORCES, Force, LinearForce, friction_names, register_force
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def _model(friction, **options):
-    model = lnn.LagrangianNetwork(
-        2, kind="structured", hidden=(8,), friction=friction, dtype="float64", seed=0, xla=False, **options
-    )
+# ----------------------------------------------------------------------------- a force from outside the package
+
+
+@register_force
+class ToyDrag(LinearForce):
+    """Quadratic drag ``-k qd |qd|`` per joint, ``k >= 0``: a linear friction force in one file."""
+
+    name = "toy"
+    variable = "friction_toy"
+
+    @staticmethod
+    def columns(xp, q, qd, velocity):
+        return qd * xp.abs(qd)
+
+
+@register_force
+class ToySpring(Force):
+    """``-k sin(q)`` (a position-dependent force without a numpy twin: the default one calls TensorFlow)."""
+
+    name = "toy-spring"
+    dissipative = False
+    needs_q = True
+
+    def __init__(self, model) -> None:
+        super().__init__(model)
+        model.toy_spring = model.add_weight(name="toy_spring", shape=(model.n_dof,), initializer="ones")
+
+    def force(self, q, qd):
+        return -self.model.toy_spring * tf.sin(q)
+
+
+def _model(friction, kind="structured", **options):
+    options.setdefault("hidden", (8,))
+    model = lnn.LagrangianNetwork(2, kind=kind, friction=friction, dtype="float64", seed=0, xla=False, **options)
     rng = np.random.default_rng(1)
-    for name in ("friction_viscous", "friction_coulomb", "friction_offset"):
+    for name in ("friction_viscous", "friction_coulomb", "friction_offset", "friction_toy", "toy_spring"):
         if hasattr(model, name):
             getattr(model, name).assign(rng.normal(size=2))
     return model
 
 
+def _scale_up_network(model, seed, scale=2.0):
+    """Random weights for the friction network, scaled up so that the force matters."""
+    rng = np.random.default_rng(seed)
+    for var in model.friction_net.weights:
+        var.assign(scale * rng.normal(size=var.shape))
+
+
+# ----------------------------------------------------------------------------- registry and configuration
+
+
 def test_the_friction_argument_names_registered_terms():
-    assert {"damping", "viscous", "coulomb", "offset"} <= set(FORCES)
+    assert {"damping", "viscous", "coulomb", "offset", "network", "toy"} <= set(FORCES)
     assert friction_names("coulomb+viscous") == ("viscous", "coulomb")
+    assert friction_names("network+damping") == ("damping", "network")
     assert friction_names(None) == ()
     with pytest.raises(ValueError, match="unknown: 'stribeck'"):
         friction_names("viscous+stribeck")
-    with pytest.raises(ValueError, match="unknown: 'damping'"):
-        lnn.LagrangianNetwork(2, kind="kinetic-potential", friction="damping")
+    with pytest.raises(TypeError, match="friction must be None or a string"):
+        friction_names(["viscous"])
 
 
-@pytest.mark.parametrize("friction", ["viscous", "coulomb", "viscous+coulomb"])
+def test_damping_is_a_force_like_the_others_and_the_config_keeps_its_shorthand():
+    by_name = lnn.LagrangianNetwork(2, friction="damping+viscous", hidden=(4,), dtype="float64", seed=0, xla=False)
+    by_flag = lnn.LagrangianNetwork(
+        2, damping=True, friction="viscous", hidden=(4,), dtype="float64", seed=0, xla=False
+    )
+    for model in (by_name, by_flag):
+        config = model.get_config()
+        assert (config["damping"], config["friction"]) == (True, "viscous")
+        assert [term.name for term in model.forces] == ["damping", "viscous"]
+        assert model.damping and model.friction_terms == "viscous"
+    # configurations as saved models carry them
+    old = dict(by_flag.get_config(), damping=False, friction="viscous+coulomb")
+    assert [t.name for t in lnn.LagrangianNetwork.from_config(old).forces] == ["viscous", "coulomb"]
+    # damping_matrix() sums the forces that are exactly -D qd: D and diag(b)
+    d = by_name.forces[0].damping_matrix().numpy()
+    b = by_name.forces[1].coefficients()
+    np.testing.assert_allclose(by_name.damping_matrix().numpy(), d + np.diag(b), rtol=0, atol=1e-15)
+    with pytest.warns(DeprecationWarning, match="damping_force"):
+        assert by_name.damping_force is by_name.forces[0]
+
+
+def test_the_forces_package_has_no_cycle_and_one_damping_module():
+    """A force module imports the base only; nothing imports a second damping module."""
+    package = ROOT / "lnn" / "models" / "forces"
+    assert not (ROOT / "lnn" / "models" / "damping.py").exists()
+    for path in package.glob("*.py"):
+        if path.name == "__init__.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                assert node.module != "lnn.models.forces", f"{path.name} imports the forces package"
+    for path in (ROOT / "lnn").rglob("*.py"):
+        assert "lnn.models.damping" not in path.read_text(), path
+
+
+# ----------------------------------------------------------------------------- the built-in and the toy forces
+
+
+@pytest.mark.parametrize("friction", ["viscous", "coulomb", "viscous+coulomb", "toy", "network"])
 def test_friction_is_dissipative_at_every_state(friction):
     model = _model(friction, damping=True)
+    if "network" in friction:
+        _scale_up_network(model, 0)
     rng = np.random.default_rng(2)
     qd = np.concatenate([rng.normal(size=(200, 2)), 1e-4 * rng.normal(size=(50, 2))])
-    f = model._friction_force(qd).numpy()
+    q = rng.normal(size=qd.shape)
+    f = model._friction_force(qd, q).numpy()
     assert np.all(np.sum(qd * f, axis=-1) <= 1e-15)
 
 
 def test_forces_in_tensorflow_equal_numpy_and_inverse_dynamics_inverts_the_forward():
-    model = _model("viscous+coulomb+offset", damping=True)
+    model = _model("viscous+coulomb+offset+toy", damping=True)
     rng = np.random.default_rng(3)
     q, qd, qdd = rng.normal(size=(3, 7, 2))
     tau = model.inverse_dynamics(q, qd, qdd).numpy()
@@ -52,13 +148,244 @@ def test_forces_in_tensorflow_equal_numpy_and_inverse_dynamics_inverts_the_forwa
     b = model.friction_parameters()
     expected = b["damping"] @ qd.T
     expected = expected.T + b["viscous"] * qd + b["coulomb"] * np.tanh(qd / model.friction_velocity) + b["offset"]
+    expected = expected + b["toy"] * qd * np.abs(qd)
     np.testing.assert_allclose(-model._friction_force(qd).numpy(), expected, atol=1e-12)
+    np.testing.assert_allclose(model.friction(qd).numpy(), expected, atol=1e-12)
 
 
-def test_the_friction_terms_are_saved(tmp_path):
-    model = _model("viscous+coulomb+offset")
-    model.save(tmp_path / "f.keras")
-    loaded = lnn.load_model(tmp_path / "f.keras")
-    assert loaded.friction_terms == "viscous+coulomb+offset"
-    for key, value in model.friction_parameters().items():
-        np.testing.assert_allclose(loaded.friction_parameters()[key], value)
+def test_a_force_registered_outside_the_package_trains_rolls_out_and_saves(tmp_path):
+    model = _model("viscous+toy+toy-spring")
+    rng = np.random.default_rng(4)
+    q, qd, qdd = rng.normal(size=(3, 6, 2))
+    expected = model.friction_parameters()["viscous"] * qd + model.friction_parameters()["toy"] * qd * np.abs(qd)
+    expected = expected + np.asarray(model.toy_spring) * np.sin(q)
+    np.testing.assert_allclose(model.friction(qd, q=q).numpy(), expected, rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match="'toy-spring' of this model depend on q"):
+        model.friction(qd)
+    # numpy path (the spring through the default twin) = TensorFlow
+    tau = model.inverse_dynamics(q, qd, qdd).numpy()
+    np.testing.assert_allclose(model.numpy_snapshot().inverse_dynamics(q, qd, qdd), tau, rtol=1e-12, atol=1e-12)
+    # gradients reach the toy variables through the model's acceleration
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(model((tf.constant(q), tf.constant(qd), tf.constant(tau))) ** 2)
+    grads = tape.gradient(loss, [model.friction_toy, model.toy_spring])
+    assert all(g is not None and np.all(np.isfinite(g)) and np.any(g.numpy() != 0) for g in grads)
+    model.save(tmp_path / "toy.keras")
+    loaded = lnn.load_model(tmp_path / "toy.keras")
+    assert loaded.friction_terms == "viscous+toy+toy-spring"
+    np.testing.assert_array_equal(loaded.inverse_dynamics(q, qd, qdd).numpy(), tau)
+
+
+def test_linear_forces_give_least_squares_their_columns():
+    rng = np.random.default_rng(5)
+    q, qd = rng.normal(size=(2, 9, 2))
+    v0 = 0.05
+    model = _model("viscous+coulomb+offset+toy+network", damping=True, friction_velocity=v0)
+    expected_basis = {
+        "viscous": qd,
+        "coulomb": np.tanh(qd / v0),
+        "offset": np.ones_like(qd),
+        "toy": qd * np.abs(qd),
+    }
+    nonnegative = {"viscous": True, "coulomb": True, "offset": False, "toy": True}
+    linear = [term for term in model.forces if term.linear]
+    assert [term.name for term in linear] == ["viscous", "coulomb", "offset", "toy"]
+    assert not FORCES["damping"].linear and not FORCES["network"].linear
+    for term in linear:
+        basis = type(term).basis(q, qd, velocity=v0)
+        assert basis.dtype == np.float64 and basis.shape == qd.shape
+        np.testing.assert_allclose(basis, expected_basis[term.name], rtol=0, atol=1e-15)
+        assert term.nonnegative is nonnegative[term.name]
+        values = np.array([0.3, 1.7]) if term.nonnegative else np.array([-0.4, 0.9])
+        term.assign(values)
+        np.testing.assert_allclose(term.coefficients(), values, rtol=1e-12)
+        # the torque the term costs at joint j is coefficient_j * basis[:, j]
+        np.testing.assert_allclose(-term.force(tf.constant(q), tf.constant(qd)).numpy(), values * basis, rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- the network force
+
+WIDE_STATES = 100_000
+
+
+def _network_model(kind, seed=0, scale=2.0, **options):
+    n = 2
+    if kind == "rigid-body":
+        arm = simulations.PlanarArm(masses=(1.2, 0.6), lengths=(0.9, 0.7))
+        options.update(prior=arm, residual=True)
+    if kind == "kinetic-potential":
+        options.update(convex=True)
+    model = lnn.LagrangianNetwork(
+        n,
+        kind=kind,
+        hidden=(8, 8),
+        angular=True,
+        friction="viscous+coulomb+network",
+        damping=True,
+        dtype="float64",
+        seed=seed,
+        xla=False,
+        **options,
+    )
+    model.adapt(
+        np.random.default_rng(seed).normal(size=(100, n)), np.random.default_rng(seed + 1).normal(size=(100, n))
+    )
+    _scale_up_network(model, seed + 2, scale)
+    return model
+
+
+@pytest.mark.parametrize("kind", ["structured", "kinetic-potential", "black-box", "rigid-body"])
+def test_the_network_force_is_passive_at_every_state_of_a_wide_sample(kind):
+    model = _network_model(kind)
+    rng = np.random.default_rng(6)
+    scale = 10.0 * np.asarray(model.qd_std)  # 10x the data scale, and some states near rest
+    q = rng.uniform(-2 * np.pi, 2 * np.pi, (WIDE_STATES, 2))
+    qd = rng.uniform(-1.0, 1.0, (WIDE_STATES, 2)) * scale * 10.0 ** rng.uniform(-6, 0, (WIDE_STATES, 1))
+    network = next(term for term in model.forces if term.name == "network")
+    f_tf = network.force(tf.constant(q), tf.constant(qd)).numpy()
+    f_np = network.numpy(np.float64).force(q, qd)
+    total = -model.friction(qd, q=q).numpy()
+    assert np.abs(f_tf).max() > 1.0  # the force matters at these weights
+    for f in (f_tf, f_np, total):
+        assert np.count_nonzero(np.sum(qd * f, axis=-1) > 1e-12) == 0
+    for f in (f_tf, f_np):  # the network's power is <= 0 at every joint, exactly
+        assert np.all(qd * f <= 0.0)
+    np.testing.assert_allclose(f_np, f_tf, rtol=1e-12, atol=1e-13)
+
+
+def test_the_network_force_starts_near_zero():
+    model = lnn.LagrangianNetwork(
+        2, friction="viscous+coulomb+network", hidden=(8,), angular=True, dtype="float64", seed=3, xla=False
+    )
+    rng = np.random.default_rng(7)
+    q, qd = rng.normal(0.0, 3.0, (2, 500, 2))
+    network = next(term for term in model.forces if term.name == "network")
+    f = network.force(tf.constant(q), tf.constant(qd)).numpy()
+    assert np.abs(f).max() <= 1.0001e-3
+    np.testing.assert_allclose(network.level(tf.constant(q), tf.constant(qd)).numpy(), 1e-3, rtol=1e-9)
+
+
+@pytest.mark.parametrize("kind", ["structured", "rigid-body"])
+def test_the_network_force_and_its_numpy_twin_agree_in_the_models_dynamics(kind):
+    model = _network_model(kind, seed=1)
+    rng = np.random.default_rng(8)
+    q, qd, qdd = rng.normal(size=(3, 11, 2))
+    tau = model.inverse_dynamics(q, qd, qdd).numpy()
+    snapshot = model.numpy_snapshot()
+    np.testing.assert_allclose(snapshot.inverse_dynamics(q, qd, qdd), tau, rtol=1e-11, atol=1e-11)
+    np.testing.assert_allclose(snapshot.acceleration(q, qd, tau), qdd, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(model.acceleration(q, qd, tau).numpy(), qdd, rtol=1e-9, atol=1e-9)
+    # the parts still add up, with the network's friction in friction(qd, q=q)
+    parts = (
+        np.einsum("bij,bj->bi", model.mass_matrix(q, qd).numpy(), qdd)
+        + model.coriolis(q, qd).numpy()
+        + model.gravity(q).numpy()
+        + model.friction(qd, q=q).numpy()
+    )
+    np.testing.assert_allclose(parts, tau, rtol=1e-10, atol=1e-10)
+    with pytest.raises(ValueError, match="'network' of this model depend on q"):
+        model.friction(qd)
+    balance = model.power_balance(q, qd, tau)
+    np.testing.assert_allclose(balance.residual, 0.0, atol=1e-8)
+
+
+def test_the_network_force_gradients_match_finite_differences():
+    model = _network_model("structured", seed=2)
+    network = next(term for term in model.forces if term.name == "network")
+    rng = np.random.default_rng(9)
+    q, qd, w = rng.normal(size=(3, 5, 2))
+    q, qd, w = (tf.constant(x) for x in (q, qd, w))
+    variables = model.friction_net.trainable_weights
+
+    def objective(q, qd):
+        return tf.reduce_sum(w * network.force(q, qd))
+
+    with tf.GradientTape() as tape:
+        tape.watch([q, qd])
+        value = objective(q, qd)
+    grads = tape.gradient(value, [q, qd, *variables])
+    h = 1e-6
+    for k, x in enumerate((q, qd)):  # inputs, along a random direction
+        u = tf.constant(rng.normal(size=x.shape))
+        args_plus, args_minus = [q, qd], [q, qd]
+        args_plus[k], args_minus[k] = x + h * u, x - h * u
+        fd = (objective(*args_plus) - objective(*args_minus)).numpy() / (2 * h)
+        np.testing.assert_allclose(np.sum(grads[k].numpy() * u.numpy()), fd, rtol=1e-6, atol=1e-8)
+    for var, grad in zip(variables, grads[2:]):  # every weight, along a random direction
+        u = rng.normal(size=var.shape)
+        base = var.numpy()
+        var.assign(base + h * u)
+        plus = objective(q, qd).numpy()
+        var.assign(base - h * u)
+        minus = objective(q, qd).numpy()
+        var.assign(base)
+        np.testing.assert_allclose(np.sum(grad.numpy() * u), (plus - minus) / (2 * h), rtol=1e-6, atol=1e-8)
+
+
+def test_the_network_force_trains_under_xla_as_in_graph_mode():
+    model = _network_model("structured", seed=3)
+    rng = np.random.default_rng(10)
+    q, qd, tau = (tf.constant(x) for x in rng.normal(size=(3, 16, 2)))
+
+    def step(q, qd, tau):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(model((q, qd, tau)) ** 2)
+        return loss, tape.gradient(loss, model.trainable_variables)
+
+    graph_loss, graph_grads = tf.function(step)(q, qd, tau)
+    xla_loss, xla_grads = tf.function(step, jit_compile=True)(q, qd, tau)
+    np.testing.assert_allclose(xla_loss.numpy(), graph_loss.numpy(), rtol=1e-10)
+    for a, b in zip(xla_grads, graph_grads):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-8, atol=1e-12)
+    names = [v.path for v, g in zip(model.trainable_variables, graph_grads) if g is not None]
+    assert any(name.startswith("friction_network/") for name in names)
+
+
+def test_the_network_force_saves_and_loads_bit_for_bit(tmp_path):
+    model = _network_model("structured", seed=4)
+    rng = np.random.default_rng(11)
+    q, qd, qdd = rng.normal(size=(3, 7, 2))
+    model.save(tmp_path / "network.keras")
+    loaded = lnn.load_model(tmp_path / "network.keras")
+    assert loaded.friction_terms == "viscous+coulomb+network" and loaded.damping
+    np.testing.assert_array_equal(loaded.friction(qd, q=q).numpy(), model.friction(qd, q=q).numpy())
+    np.testing.assert_array_equal(
+        loaded.inverse_dynamics(q, qd, qdd).numpy(), model.inverse_dynamics(q, qd, qdd).numpy()
+    )
+    np.testing.assert_array_equal(
+        loaded.numpy_snapshot().acceleration(q, qd), model.numpy_snapshot().acceleration(q, qd)
+    )
+
+
+def test_verlet_carries_every_learned_force():
+    """odeint's verlet adds the model's forces (not only the damping matrix) and agrees with rk4."""
+    from lnn.odeint import odeint
+
+    model = _network_model("structured", seed=5, scale=0.5, friction_velocity=0.5)
+    q0, qd0 = np.array([[0.4, -0.3]]), np.array([[1.0, 0.5]])
+    t = np.linspace(0.0, 1.0, 201)
+    verlet = odeint(model, q0, qd0, t, method="verlet")
+    rk4 = odeint(model, q0, qd0, t, method="rk4")
+    np.testing.assert_allclose(verlet.q.numpy(), rk4.q.numpy(), rtol=0, atol=2e-4)
+    free = lnn.LagrangianNetwork.from_config(dict(model.get_config(), friction=None, damping=False))
+    mine = {var.path: var for var in model.variables}
+    for var in free.variables:  # the same Lagrangian without the forces
+        var.assign(mine[var.path])
+    assert np.abs(odeint(free, q0, qd0, t, method="verlet").q.numpy() - verlet.q.numpy()).max() > 1e-2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["structured", "kinetic-potential"])
+def test_unforced_rollouts_with_the_network_force_never_gain_energy(kind):
+    model = _network_model(kind, seed=6)
+    rng = np.random.default_rng(12)
+    q0 = rng.uniform(-np.pi, np.pi, (4, 2))
+    qd0 = rng.normal(0.0, 2.0, (4, 2))
+    t = np.linspace(0.0, 100.0, 2001)
+    # Sticking (|qd| ~ v0 = 0.01 under gravity) is stiff: an explicit pair took > 1e5 steps, LSODA ~10 s.
+    trajectory = lnn.rollout(model, q0, qd0, t, method="LSODA", rtol=1e-10, atol=1e-10)
+    energy = np.asarray(trajectory.energy)
+    gain = energy - np.minimum.accumulate(energy, axis=1)  # above the lowest energy reached so far
+    tolerance = 1e-7 * np.abs(energy[:, :1]).max()
+    assert gain.max() <= tolerance, gain.max()
+    assert np.all(energy[:, -1] < energy[:, 0] - 1e-3)  # and the friction did dissipate

@@ -15,8 +15,8 @@ module                         holds
 :mod:`~lnn.models.features`    the one input map (``sin/cos`` of angles, affine scaling)
 :mod:`~lnn.models.rigid_body`  the rigid-body prior kind (trainable physical inertias)
 :mod:`~lnn.models.chain`       :class:`RigidBodyChain`, pseudo-inertias, log-Cholesky coordinates
-:mod:`~lnn.models.forces`      the registry of learned forces (damping, viscous, Coulomb, offset)
-:mod:`~lnn.models.damping`     the learned viscous damping matrix
+:mod:`~lnn.models.forces`      the registry of learned forces (damping, viscous, Coulomb, offset,
+                               a passive friction network), one module each
 :mod:`~lnn.models.compiled`    compiled calls: graph mode at once, XLA off the caller's path
 :mod:`~lnn.models.saving`      :func:`load_model`
 =============================  ===============================================================

@@ -7,9 +7,9 @@ by side), and it never branches on a kind. Angular coordinates enter the
 networks as ``(sin q_i, cos q_i)``, the others as ``(q_i - mean_i) / std_i``,
 velocities as ``qd_i / qd_std_i`` (:mod:`lnn.models.features`; scales set by
 :meth:`LagrangianNetwork.adapt`, saved with the model). Optional learned
-forces join the Lagrangian's: viscous damping ``-D qd`` (``damping=True``)
-and per-joint friction (``friction="viscous+coulomb"``; the registry of
-:mod:`lnn.models.forces`).
+forces join the Lagrangian's (``friction="viscous+coulomb+network"``,
+``damping=True``): the registry of :mod:`lnn.models.forces`, used through the
+:class:`lnn.models.forces.Force` interface only.
 
 The public methods validate their inputs and run a compiled operation
 (:mod:`lnn.models.compiled`: graph mode at once, XLA for recurring batch
@@ -117,14 +117,18 @@ class LagrangianNetwork(keras.Model):
         to all. Default: none.
     damping : bool
         Learn a constant positive-definite viscous damping ``D``; the
-        generalized force ``-D qd`` is added to ``tau``.
+        generalized force ``-D qd`` is added to ``tau`` (short for the
+        ``"damping"`` term of ``friction``).
     friction : str, optional
-        Learned per-joint friction forces added to ``tau``
+        Learned forces added to ``tau``, registered names joined by ``+``
         (:mod:`lnn.models.forces`): ``"viscous+coulomb"`` (``-b qd - c
-        tanh(qd / v0)``, ``b, c >= 0``), ``"viscous"``, ``"coulomb"``, any of
-        them ``+ "offset"`` (a constant torque bias ``-o``), or None (default).
+        tanh(qd / v0)``, ``b, c >= 0``), ``"viscous"``, ``"coulomb"``,
+        ``"offset"`` (a constant torque bias ``-o``), ``"network"`` (a
+        learned passive friction ``-g(q, qd) tanh(qd / v0)``, ``g >= 0``:
+        Stribeck, asymmetric, position-dependent), ``"damping"``, or None
+        (default).
     friction_velocity : float
-        The smoothing velocity ``v0 > 0`` of the Coulomb term (rad/s or m/s).
+        The smoothing velocity ``v0 > 0`` of the Coulomb and network terms (rad/s or m/s).
     convex : bool
         Input-convex kinetic MLP (kinds that allow it: ``"kinetic-potential"``).
     epsilon : float
@@ -188,14 +192,18 @@ class LagrangianNetwork(keras.Model):
         kind_cls, convex_init = _check_options(kind, activation, convex, convex_init, epsilon, prior, residual)
         hidden = _hidden_widths(hidden)
         angular = _angular_flags(angular, n_dof)
-        force_terms = (("damping",) if damping else ()) + friction_names(friction)
+        force_terms = friction_names(friction)
+        if damping:  # short for the "damping" term
+            force_terms = friction_names("+".join(("damping",) + force_terms))
         friction_velocity = _validate.positive("friction_velocity", friction_velocity)
         dtype = _validate.float_dtype(dtype)
         super().__init__(name=name, dtype=dtype, **kwargs)
         self.n_dof, self.kind, self.hidden = n_dof, kind, hidden
         self.activation_name, self._angular = activation, angular
-        self.damping, self.convex = bool(damping), bool(convex)
-        self.friction_terms = "+".join(friction_names(friction)) or None
+        # The configuration keeps damping=True for the "damping" term and friction= for the
+        # others: the form of the configurations that saved models carry.
+        self.damping, self.convex = "damping" in force_terms, bool(convex)
+        self.friction_terms = "+".join(t for t in force_terms if t != "damping") or None
         self.friction_velocity = float(friction_velocity)
         self.epsilon, self.seed, self.xla = float(epsilon), seed, bool(xla)
         self.convex_init = convex_init
@@ -228,7 +236,6 @@ class LagrangianNetwork(keras.Model):
             ),
         )
         object.__setattr__(self, "forces", tuple(FORCES[name](self) for name in force_terms))
-        object.__setattr__(self, "damping_force", self.forces[0].viscous if self.damping else None)
         self.built = True
 
     # -- configuration -------------------------------------------------------------
@@ -294,10 +301,33 @@ class LagrangianNetwork(keras.Model):
         return {net.name: net.layers() for net in self.kind_model.nets()}
 
     def damping_matrix(self):
-        """The learned viscous damping ``D``, shape ``(n, n)`` (zeros without damping)."""
-        if self.damping_force is None:
-            return tf.zeros((self.n_dof, self.n_dof), self.dtype)
-        return self.damping_force.matrix()
+        """The learned viscous matrix ``D``, shape ``(n, n)``: the sum of the forces that are exactly ``-D_k qd``.
+
+        ``D`` of ``damping=True`` plus ``diag(b)`` of ``"viscous"``
+        (:meth:`lnn.models.forces.Force.damping_matrix`); zeros without any.
+        The other forces (Coulomb, offset, network) are not in it.
+        """
+        total = tf.zeros((self.n_dof, self.n_dof), self.dtype)
+        for term in self.forces:
+            matrix = term.damping_matrix()
+            if matrix is not None:
+                total = total + matrix
+        return total
+
+    @property
+    def damping_force(self):
+        """Deprecated: the ``"damping"`` force term (:class:`lnn.models.forces.damping.Damping`), or None.
+
+        Use :meth:`damping_matrix` (``D``) or ``model.forces``.
+        """
+        import warnings
+
+        warnings.warn(
+            "LagrangianNetwork.damping_force is deprecated: use damping_matrix() or model.forces",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return next((term for term in self.forces if term.name == "damping"), None)
 
     # -- input scaling ---------------------------------------------------------------
     def adapt(self, q, qd, qdd=None) -> None:
@@ -356,11 +386,22 @@ class LagrangianNetwork(keras.Model):
             total = f if total is None else total + f
         return total
 
-    def _friction_force(self, qd, q=None):
-        """The learned forces beside the Lagrangian (damping, friction, offset) at ``qd``; zeros without.
+    def _require_q(self, q) -> None:
+        """Raise when ``q`` is None and a force depends on ``q``."""
+        if q is None:
+            needs = [term.name for term in self.forces if term.needs_q]
+            if needs:
+                raise ValueError(
+                    f"the force(s) {', '.join(map(repr, needs))} of this model depend on q: "
+                    "pass the positions too, friction(qd, q=q); got q=None"
+                )
 
-        Every built-in force depends on ``qd`` only (``q`` is passed on when given).
+    def _friction_force(self, qd, q=None):
+        """The learned forces beside the Lagrangian (damping, friction, offset, network); zeros without.
+
+        ``q`` may be omitted when no force depends on it (else ValueError).
         """
+        self._require_q(q)
         total = self._force_graph(tf.zeros_like(qd) if q is None else q, qd)
         return tf.zeros_like(qd) if total is None else total
 
@@ -492,7 +533,7 @@ class LagrangianNetwork(keras.Model):
             ``"mass_matrix"``, ``"acceleration"``, ``"acceleration_free"``
             (without ``tau``), ``"inverse_dynamics"``, ``"energy"``,
             ``"acceleration_jacobian"``, ``"acceleration_jacobian_tau"``, ``"gravity"``,
-            ``"coriolis"``, ``"friction_torque"``.
+            ``"coriolis"``, ``"friction_torque"``, ``"friction_torque_state"`` (with ``q=``).
         """
         if op not in self._OPS:
             raise ValueError(f"op must be one of {sorted(self._OPS)}, got {op!r}")
@@ -584,7 +625,7 @@ class LagrangianNetwork(keras.Model):
         return self._dispatch("mass_matrix", self._mass_matrix_graph, ("q", "qd"), q, qd)
 
     def acceleration(self, q, qd, tau=None, *, regularize: float | None = None):
-        """Forward dynamics ``qdd = M^{-1} (dL/dq - (d2L/dqd dq) qd + tau - D qd)``.
+        """Forward dynamics ``qdd = M^{-1} (dL/dq - (d2L/dqd dq) qd + tau + f(q, qd))``, ``f`` the learned forces.
 
         Parameters
         ----------
@@ -688,7 +729,7 @@ class LagrangianNetwork(keras.Model):
         return acceleration_jacobian(self, q, qd, tau)
 
     def inverse_dynamics(self, q, qd, qdd):
-        """Inverse dynamics ``tau = M qdd + (d2L/dqd dq) qd - dL/dq + D qd``.
+        """Inverse dynamics ``tau = M qdd + (d2L/dqd dq) qd - dL/dq - f(q, qd)``, ``f`` the learned forces.
 
         Parameters
         ----------
@@ -728,7 +769,7 @@ class LagrangianNetwork(keras.Model):
         return mechanics.energy_rate(self._lagrangian, q, qd, qdd, dtype=self.dtype)
 
     def power_balance(self, q, qd, tau=None) -> PowerBalance:
-        """Check ``dE/dt = qd . (tau - D qd)`` along the model's own accelerations.
+        """Check ``dE/dt = qd . (tau + f(q, qd))`` along the model's own accelerations (``f`` the learned forces).
 
         Parameters
         ----------
@@ -738,7 +779,7 @@ class LagrangianNetwork(keras.Model):
         Returns
         -------
         lnn.mechanics.PowerBalance
-            ``input_power`` includes the damping power ``-qd . D qd``; the
+            ``input_power`` includes the forces' power ``qd . f`` (e.g. ``-qd . D qd``); the
             residual is zero up to rounding for a well-conditioned ``M``.
         """
         q_arr = np.atleast_2d(np.asarray(q, np.float64))
@@ -775,6 +816,7 @@ class LagrangianNetwork(keras.Model):
         "gravity": ("_gravity_graph", 1, True),
         "coriolis": ("_coriolis_graph", 2, True),
         "friction_torque": ("_friction_torque_graph", 1, True),
+        "friction_torque_state": ("_friction_torque_state_graph", 2, True),
     }
 
     def _grad_q_at_rest(self, q):
@@ -790,6 +832,9 @@ class LagrangianNetwork(keras.Model):
 
     def _friction_torque_graph(self, qd):
         return -self._friction_force(qd)
+
+    def _friction_torque_state_graph(self, q, qd):
+        return -self._friction_force(qd, q)
 
     def gravity(self, q):
         """The gravity torque ``g(q) = dV/dq`` (the torque that holds the system still at ``q``).
@@ -825,12 +870,12 @@ class LagrangianNetwork(keras.Model):
         """
         return self._dispatch("coriolis", self._coriolis_graph, ("q", "qd"), q, qd)
 
-    def friction_torque(self, qd):
-        """The torque that overcomes the learned dissipative forces, ``-f(qd)`` (e.g. ``D qd``).
+    def friction_torque(self, qd, *, q=None):
+        """The torque that overcomes the learned forces, ``-f(q, qd)`` (e.g. ``D qd``).
 
         Sign convention: the part of :meth:`inverse_dynamics` (the torque the
-        motors apply) spent on friction, the opposite of the learned
-        generalized force ``f(qd)`` that :meth:`acceleration` adds to ``tau``;
+        motors apply) spent on the learned forces, the opposite of the
+        generalized force ``f`` that :meth:`acceleration` adds to ``tau``;
         ``qd . friction_torque(qd) >= 0`` for dissipative forces; zeros for a
         model without any. (``model.friction_terms`` is the configuration
         string of the friction terms; :meth:`friction` is this method.)
@@ -838,27 +883,39 @@ class LagrangianNetwork(keras.Model):
         Parameters
         ----------
         qd : array_like or tensor, shape ``(B, n)`` or ``(n,)``
+        q : array_like or tensor, same shape, keyword-only, optional
+            The positions: needed when a force depends on them (``"network"``).
 
         Returns
         -------
         tensor, shape ``(B, n)`` (``(n,)`` for a single state)
-        """
-        return self._dispatch("friction_torque", self._friction_torque_graph, ("qd",), qd)
 
-    def friction(self, qd):
-        """The friction part of :meth:`inverse_dynamics`, ``-f(qd)`` (:meth:`friction_torque`).
+        Raises
+        ------
+        ValueError
+            If ``q`` is None and a force of the model depends on ``q``.
+        """
+        if q is None:
+            self._require_q(q)
+            return self._dispatch("friction_torque", self._friction_torque_graph, ("qd",), qd)
+        return self._dispatch("friction_torque_state", self._friction_torque_state_graph, ("q", "qd"), q, qd)
+
+    def friction(self, qd, *, q=None):
+        """The friction part of :meth:`inverse_dynamics`, ``-f(q, qd)`` (:meth:`friction_torque`).
 
         ``mass_matrix @ qdd + coriolis + gravity + friction = inverse_dynamics``.
 
         Parameters
         ----------
         qd : array_like or tensor, shape ``(B, n)`` or ``(n,)``
+        q : array_like or tensor, same shape, keyword-only, optional
+            The positions: needed when a force depends on them (``"network"``).
 
         Returns
         -------
         tensor, shape ``(B, n)`` (``(n,)`` for a single state)
         """
-        return self.friction_torque(qd)
+        return self.friction_torque(qd, q=q)
 
     def astype(self, dtype: str) -> LagrangianNetwork:
         """A copy of this model in ``dtype``: same configuration, weights and input scaling, cast.

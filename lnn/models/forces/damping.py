@@ -1,8 +1,13 @@
-"""Force ``damping``: the learned viscous matrix ``-D qd`` of ``damping=True``.
+"""Force ``damping``: the learned viscous matrix ``f = -D qd`` (``damping=True``).
 
-``D = C_D C_D^T`` is constant, symmetric positive semi-definite
-(:class:`lnn.models.damping.ViscousDamping`, variables ``damping_diag`` and
-``damping_lower``), so ``qd . (-D qd) <= 0``.
+``D = C C^T`` with ``C`` lower-triangular, ``C = diag(softplus(d)) +
+tril(l)``: a constant, symmetric positive semi-definite matrix (definite
+while the diagonal is positive), so the force always dissipates, ``qd .
+(-D qd) <= 0``. Two variables on the model: ``damping_diag`` ``d (n,)`` and
+``damping_lower`` ``l (n(n-1)/2,)`` (entries in ``numpy.tril_indices(n, -1)``
+order; the names saved models carry); the diagonal of ``C`` starts at
+:data:`INITIAL`. Not per joint, hence not linear in the sense of least
+squares; :meth:`Damping.damping_matrix` gives ``D``.
 """
 
 from __future__ import annotations
@@ -10,8 +15,18 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from lnn.models.damping import ViscousDamping
-from lnn.models.forces import Force, NumpyForce, register_force
+from lnn.models.forces.base import Force, NumpyForce, register_force
+
+#: Initial diagonal of ``C`` (after softplus).
+INITIAL = 0.05
+
+
+def _tril_scatter(n: int, dtype) -> np.ndarray:
+    """``S (n(n-1)/2, n^2)``: ``reshape(l @ S, (n, n))`` places ``l`` strictly below the diagonal."""
+    rows, cols = np.tril_indices(n, -1)
+    scatter = np.zeros((len(rows), n * n))
+    scatter[np.arange(len(rows)), rows * n + cols] = 1.0
+    return scatter.astype(dtype)
 
 
 class NumpyDamping(NumpyForce):
@@ -27,22 +42,40 @@ class NumpyDamping(NumpyForce):
 
 @register_force
 class Damping(Force):
-    """``-D qd`` with a learned constant SPD ``D``."""
+    """``-D qd`` with a learned constant symmetric positive semi-definite ``D``."""
 
     name = "damping"
 
     def __init__(self, model) -> None:
         super().__init__(model)
-        self.viscous = ViscousDamping(model)
+        n, dtype = model.n_dof, model.dtype
+        self._scatter = _tril_scatter(n, dtype)
+        model.damping_diag = model.add_weight(name="damping_diag", shape=(n,), initializer="zeros", dtype=dtype)
+        model.damping_diag.assign(np.full(n, np.log(np.expm1(INITIAL)), dtype=dtype))
+        model.damping_lower = model.add_weight(
+            name="damping_lower", shape=(n * (n - 1) // 2,), initializer="zeros", dtype=dtype
+        )
+
+    def matrix(self):
+        """``D``, a tensor of shape ``(n, n)`` (the same as :meth:`damping_matrix`)."""
+        model, n = self.model, self.model.n_dof
+        c = tf.linalg.diag(tf.math.softplus(model.damping_diag))
+        if n > 1:
+            c = c + tf.reshape(tf.linalg.matvec(self._scatter, model.damping_lower, transpose_a=True), (n, n))
+        return tf.matmul(c, c, transpose_b=True)
+
+    def damping_matrix(self):
+        """``D``, shape ``(n, n)``."""
+        return self.matrix()
 
     def force(self, q, qd):
         """``-D qd``."""
-        return -tf.linalg.matvec(self.viscous.matrix(), qd)
+        return -tf.linalg.matvec(self.matrix(), qd)
 
     def numpy(self, dtype):
         """:class:`NumpyDamping` of the current ``D``."""
-        return NumpyDamping(self.viscous.numpy(dtype))
+        return NumpyDamping(np.ascontiguousarray(np.asarray(self.matrix()), dtype=dtype))
 
     def parameters(self):
         """``{"damping": D (n, n)}``."""
-        return {"damping": np.asarray(self.viscous.matrix())}
+        return {"damping": np.asarray(self.matrix())}
