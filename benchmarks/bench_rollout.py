@@ -55,7 +55,8 @@ import numpy as np  # noqa: E402
 
 import simulations  # noqa: E402
 from lnn import rollout  # noqa: E402
-from lnn.integrate import _SAMPLE_BLOCK  # noqa: E402
+from lnn.integrate import choose_method, default_tolerances  # noqa: E402
+from lnn.integrate._problem import SAMPLE_BLOCK  # noqa: E402
 from lnn.models import LagrangianNetwork, compiled  # noqa: E402
 
 #: Training epochs of each learned model (fixed seeds: the same weights in every run).
@@ -333,9 +334,11 @@ def learned_model(truth, name, *, hidden, train_epochs, seed, train_seconds=None
 def compiled_vs_diffrax(model, q_all, qd_all, t, *, batches, rtol, atol, repeats):
     """Print the compiled integrators of :mod:`lnn.solvers` against diffrax, round-robin.
 
-    For every batch size: lnn's ``dopri8``, ``dopri853``, ``dopri5``, ``tsit5`` (compiled) and
-    ``DOP853`` (scipy, per-trajectory error control), diffrax's Dopri8 (``vmap``
-    and stacked) and Tsit5 (stacked), each timed ``repeats`` times in turn after
+    For every batch size: the call a user makes, ``lnn.rollout(model, q0, qd0, t)`` with every
+    default (``method="auto"`` and the model's default tolerances: the row ``lnn default -> ...``,
+    shown when ``rtol, atol`` are those defaults), lnn's ``dopri8``, ``dopri853``, ``dopri5``,
+    ``tsit5`` (compiled) and ``DOP853`` (scipy, per-trajectory error control), diffrax's Dopri8
+    (``vmap`` and stacked) and Tsit5 (stacked), each timed ``repeats`` times in turn after
     a first, compiling call (its excess over the median, ``1st call +s``, is what compilation
     costs the caller: diffrax compiles before it solves; lnn runs a new shape as a plain graph
     while XLA compiles it on a background thread, whose remaining time, ``bg XLA s``, is waited
@@ -356,6 +359,9 @@ def compiled_vs_diffrax(model, q_all, qd_all, t, *, batches, rtol, atol, repeats
         reference = rollout(model, q0, qd0, t, method="DOP853", rtol=1e-11, atol=1e-13).q
         y0 = np.concatenate([q0, qd0], axis=1)
         contenders = {}
+        if (rtol, atol) == default_tolerances(model):
+            chosen = choose_method(model, batch=batch)
+            contenders[f"lnn default -> {chosen}"] = lambda: rollout(model, q0, qd0, t).q
         for method in ("dopri8", "dopri853", "dopri5", "tsit5", "DOP853"):
             contenders[f"lnn {method}"] = lambda m=method: rollout(model, q0, qd0, t, method=m, rtol=rtol, atol=atol).q
         for name, fn in peers.items():
@@ -485,8 +491,17 @@ def main() -> None:
         default=None,
         help="train for this long instead of --train-epochs (the model then depends on the machine)",
     )
-    parser.add_argument("--rtol", type=float, default=1e-6)
-    parser.add_argument("--atol", type=float, default=1e-8)
+    parser.add_argument(
+        "--rtol", type=float, default=None, help="relative tolerance (default: the models' own, 1e-8 in float64)"
+    )
+    parser.add_argument("--atol", type=float, default=None, help="absolute tolerance (default: the models' own, 1e-10)")
+    parser.add_argument(
+        "--peer-rtols",
+        type=float,
+        nargs="+",
+        default=None,
+        help="relative tolerances of the table against diffrax, each with atol = rtol / 100 (default: --rtol, --atol)",
+    )
     parser.add_argument(
         "--amplitude", type=float, default=1.0, help="initial angles uniform in [-amplitude, amplitude] rad"
     )
@@ -550,8 +565,10 @@ def main() -> None:
     }
     systems = [(label, truth) for label, truth in systems if label in {chosen[name] for name in args.systems}]
 
+    given = args.rtol is not None and args.atol is not None
+    tolerance_text = f"rtol={args.rtol:g}, atol={args.atol:g}" if given else "the models' default tolerances"
     print(
-        f"lnn rollout benchmark: {duration:g} s, rtol={args.rtol:g}, atol={args.atol:g}, "
+        f"lnn rollout benchmark: {duration:g} s, {tolerance_text}, "
         f"hidden={tuple(args.hidden)}, float64, training "
         f"{f'{train_seconds:g} s' if train_seconds else f'{train_epochs} epochs'} per model, "
         f"|q0| <= {args.amplitude:g} rad, batch-1 rows: mean of {solo} trajectories rolled out "
@@ -567,15 +584,20 @@ def main() -> None:
             seed=args.seed,
         )
         print(f"\n## {label} (n = {truth.n_dof})\n")
+        args.rtol, args.atol = (args.rtol, args.atol) if given else default_tolerances(model)
         rng = np.random.default_rng(args.seed)
         q_all = rng.uniform(
             -args.amplitude, args.amplitude, (max(big, accuracy_batch, *args.peer_batches), truth.n_dof)
         )
         qd_all = 0.5 * rng.normal(size=q_all.shape)
         if not args.accuracy_only:
-            compiled_vs_diffrax(
-                model, q_all, qd_all, t, batches=args.peer_batches, rtol=args.rtol, atol=args.atol, repeats=args.repeats
+            peer_tolerances = (
+                [(rtol, rtol / 100) for rtol in args.peer_rtols] if args.peer_rtols else [(args.rtol, args.atol)]
             )
+            for rtol, atol in peer_tolerances:
+                compiled_vs_diffrax(
+                    model, q_all, qd_all, t, batches=args.peer_batches, rtol=rtol, atol=atol, repeats=args.repeats
+                )
         if accuracy_batch > 0:
             tolerances = (
                 [(rtol, rtol / 100) for rtol in args.accuracy_rtols]
@@ -630,7 +652,7 @@ def main() -> None:
                     # not timed: the solver's batch, and the blocks in which rollout evaluates
                     # the accelerations at the samples afterwards.
                     samples = batch * t.size
-                    for size in {batch, min(samples, _SAMPLE_BLOCK), samples % _SAMPLE_BLOCK} - {0}:
+                    for size in {batch, min(samples, SAMPLE_BLOCK), samples % SAMPLE_BLOCK} - {0}:
                         accel(np.resize(q0, (size, q0.shape[1])), np.resize(qd0, (size, q0.shape[1])))
                     if method == "Radau":
                         # The model's Jacobian turns to XLA once its batch size recurs,

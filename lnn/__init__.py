@@ -16,10 +16,11 @@ Public API (see each object's docstring):
 - :func:`identify` — the recipe for robots with measured torques (:mod:`lnn.identification`)
 - :func:`fit`, :class:`History` — training; :func:`evaluate`, :mod:`lnn.metrics` — evaluation
 - :mod:`lnn.plot` — figures and animations
-- the exceptions and warnings a user can meet: :class:`IntegrationError`,
+- the exceptions and warnings a user can meet (:mod:`lnn.errors`, one hierarchy under
+  :class:`LNNError` and :class:`LNNWarning`): :class:`IntegrationError`,
   :class:`MassMatrixError`, :class:`IndefiniteMassMatrixError`,
-  :class:`TrainingDivergedError`, :class:`IdentifiabilityWarning`,
-  :class:`RuntimeFallbackWarning`
+  :class:`NonPhysicalMassMatrixError`, :class:`TrainingDivergedError`,
+  :class:`IdentifiabilityWarning`, :class:`TimeSplitWarning`, :class:`RuntimeFallbackWarning`
 """
 
 from typing import TYPE_CHECKING
@@ -30,26 +31,33 @@ from lnn.data import (
     Dataset,
     DatasetSplit,
     Derivatives,
-    TimeSplitWarning,
     estimate_derivatives,
     excitation_trajectories,
     generate,
 )
-from lnn.integrate import IntegrationError, rollout
+from lnn.errors import (
+    IdentifiabilityWarning,
+    IndefiniteMassMatrixError,
+    IntegrationError,
+    LNNError,
+    LNNWarning,
+    MassMatrixError,
+    NonPhysicalMassMatrixError,
+    RuntimeFallbackWarning,
+    TimeSplitWarning,
+    TrainingDivergedError,
+)
+from lnn.integrate import rollout
 from lnn.system import MechanicalSystem
 from lnn.trajectory import Trajectory
 
 if TYPE_CHECKING:  # the lazy names below, for type checkers and the API reference
     from lnn import baseline, mechanics, metrics, plot
-    from lnn._runtime import RuntimeFallbackWarning
-    from lnn.baseline._identification import NonPhysicalMassMatrixError
     from lnn.baseline._mlp import AccelerationMLP
-    from lnn.fast import IndefiniteMassMatrixError
     from lnn.identification import IdentifiedModel, identify
-    from lnn.mechanics import MassMatrixError
     from lnn.metrics import evaluate
     from lnn.models import LagrangianNetwork, load_model
-    from lnn.train import History, IdentifiabilityWarning, TrainingDivergedError, fit
+    from lnn.train import History, fit
 
 __all__ = [
     "__version__",
@@ -77,6 +85,8 @@ __all__ = [
     "evaluate",
     "metrics",
     "plot",
+    "LNNError",
+    "LNNWarning",
     "MassMatrixError",
     "IndefiniteMassMatrixError",
     "NonPhysicalMassMatrixError",
@@ -86,7 +96,7 @@ __all__ = [
 ]
 
 # TensorFlow- and matplotlib-heavy parts load on first use, so ``import lnn``
-# stays light: name -> module that defines it (None: the name is a module).
+# stays light: name -> the module that defines it, and the lazily imported modules.
 _LAZY = {
     "LagrangianNetwork": "lnn.models",
     "load_model": "lnn.models",
@@ -96,25 +106,21 @@ _LAZY = {
     "evaluate": "lnn.metrics",
     "identify": "lnn.identification",
     "IdentifiedModel": "lnn.identification",
-    "MassMatrixError": "lnn.mechanics",
-    "IndefiniteMassMatrixError": "lnn.fast",
-    "NonPhysicalMassMatrixError": "lnn.baseline",
-    "TrainingDivergedError": "lnn.train",
-    "IdentifiabilityWarning": "lnn.train",
-    "RuntimeFallbackWarning": "lnn._runtime",
-    "mechanics": None,
-    "metrics": None,
-    "plot": None,
-    "baseline": None,
+}
+_LAZY_MODULES = {
+    "mechanics": "lnn.mechanics",
+    "metrics": "lnn.metrics",
+    "plot": "lnn.plot",
+    "baseline": "lnn.baseline",
 }
 
 
 def __getattr__(name):
     """Import the lazily exported names (see ``_LAZY``) on first access."""
-    if name in _LAZY:
-        import importlib
+    import importlib
 
-        if _LAZY[name] is None:
-            return importlib.import_module(f"lnn.{name}")
+    if name in _LAZY_MODULES:
+        return importlib.import_module(_LAZY_MODULES[name])
+    if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'lnn' has no attribute {name!r}")

@@ -36,26 +36,10 @@ import dataclasses
 import numpy as np
 
 from lnn import _validate
-from lnn.mechanics import MassMatrixError, mass_matrix_health
+from lnn.errors import IndefiniteMassMatrixError
+from lnn.mechanics import mass_matrix_health
 
 __all__ = ["FastLagrangian", "IndefiniteMassMatrixError", "acceleration_jacobian"]
-
-
-class IndefiniteMassMatrixError(MassMatrixError):
-    """A learned mass matrix that is not positive definite during inference.
-
-    Attributes
-    ----------
-    trajectories : tuple of int
-        Batch indices whose ``M`` is not positive definite (the rollout
-        reports them with the time).
-    health : lnn.mechanics.MassMatrixHealth
-        Health report of the whole batch.
-    """
-
-    def __init__(self, message: str, health, trajectories) -> None:
-        super().__init__(message, health)
-        self.trajectories = tuple(int(i) for i in trajectories)
 
 
 # ----------------------------------------------------------------------------- memory

@@ -42,10 +42,10 @@ from lnn import _validate
 from lnn.trajectory import Trajectory
 
 __all__ = [
-    "AccelerationError",
-    "TorqueError",
-    "RolloutError",
-    "EnergyError",
+    "AccelerationMetrics",
+    "TorqueMetrics",
+    "RolloutMetrics",
+    "EnergyMetrics",
     "MassMatrixReport",
     "MetricRow",
     "MetricsTable",
@@ -61,6 +61,29 @@ __all__ = [
 ]
 
 
+#: Old names of the result classes (until 0.1: they are results, not exceptions), kept one release.
+_DEPRECATED = {
+    "AccelerationError": "AccelerationMetrics",
+    "TorqueError": "TorqueMetrics",
+    "RolloutError": "RolloutMetrics",
+    "EnergyError": "EnergyMetrics",
+}
+
+
+def __getattr__(name):
+    """The deprecated names of the result classes (:data:`_DEPRECATED`), with a warning."""
+    if name in _DEPRECATED:
+        import warnings
+
+        warnings.warn(
+            f"lnn.metrics.{name} is deprecated: it is a result, not an exception; use lnn.metrics.{_DEPRECATED[name]}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return globals()[_DEPRECATED[name]]
+    raise AttributeError(f"module 'lnn.metrics' has no attribute {name!r}")
+
+
 # Input checks shared by the package (lnn._validate).
 _array = _validate.numeric_array
 _same_shape = _validate.same_shape
@@ -70,7 +93,7 @@ _same_shape = _validate.same_shape
 
 
 @dataclass(frozen=True)
-class AccelerationError:
+class AccelerationMetrics:
     """Relative acceleration error of a model.
 
     Attributes
@@ -88,7 +111,7 @@ class AccelerationError:
 
 
 @dataclass(frozen=True)
-class TorqueError:
+class TorqueMetrics:
     """Inverse-dynamics (torque) error of a model.
 
     Attributes
@@ -112,7 +135,7 @@ class TorqueError:
 
 
 @dataclass(frozen=True)
-class RolloutError:
+class RolloutMetrics:
     """Relative error of predicted trajectories against reference ones.
 
     Attributes
@@ -140,7 +163,7 @@ class RolloutError:
 
 
 @dataclass(frozen=True)
-class EnergyError:
+class EnergyMetrics:
     """Energy error of predicted trajectories, normalised as Cranmer et al.
 
     Attributes
@@ -221,8 +244,8 @@ class MetricsTable:
     rows : tuple of MetricRow
         The metrics, in a stable order.
     details : dict
-        The full per-sample results (``AccelerationError``, ``TorqueError``,
-        ``RolloutError``, ``EnergyError``, ``MassMatrixReport``) by name, and
+        The full per-sample results (``AccelerationMetrics``, ``TorqueMetrics``,
+        ``RolloutMetrics``, ``EnergyMetrics``, ``MassMatrixReport``) by name, and
         the learned and true rollouts (``"predicted"``, ``"reference"``:
         :class:`lnn.Trajectory`) when rollouts were made.
     """
@@ -286,7 +309,7 @@ class MetricsTable:
 # --------------------------------------------------------------------------- metrics
 
 
-def acceleration_error(qdd_pred, qdd_true) -> AccelerationError:
+def acceleration_error(qdd_pred, qdd_true) -> AccelerationMetrics:
     """Relative acceleration error per sample, with median and mean.
 
     Parameters
@@ -296,7 +319,7 @@ def acceleration_error(qdd_pred, qdd_true) -> AccelerationError:
 
     Returns
     -------
-    AccelerationError
+    AccelerationMetrics
     """
     pred = _array(qdd_pred, "qdd_pred")
     true = _array(qdd_true, "qdd_true")
@@ -310,10 +333,10 @@ def acceleration_error(qdd_pred, qdd_true) -> AccelerationError:
     defined = relative[np.isfinite(relative)]
     median = float(np.median(defined)) if defined.size else math.nan
     mean = float(np.mean(defined)) if defined.size else math.nan
-    return AccelerationError(relative=relative, median=median, mean=mean)
+    return AccelerationMetrics(relative=relative, median=median, mean=mean)
 
 
-def torque_error(tau_pred, tau_true) -> TorqueError:
+def torque_error(tau_pred, tau_true) -> TorqueMetrics:
     """Torque MSE (DeLaN's definition) and normalised MSE per joint.
 
     Parameters
@@ -323,7 +346,7 @@ def torque_error(tau_pred, tau_true) -> TorqueError:
 
     Returns
     -------
-    TorqueError
+    TorqueMetrics
     """
     pred = _array(tau_pred, "tau_pred")
     true = _array(tau_true, "tau_true")
@@ -336,7 +359,7 @@ def torque_error(tau_pred, tau_true) -> TorqueError:
     with np.errstate(divide="ignore", invalid="ignore"):
         nmse_per_joint = np.where(variance > 0, mse_per_joint / np.where(variance > 0, variance, 1.0), np.nan)
     finite = nmse_per_joint[np.isfinite(nmse_per_joint)]
-    return TorqueError(
+    return TorqueMetrics(
         mse=float(squared.sum(axis=1).mean()),
         mse_per_joint=mse_per_joint,
         nmse_per_joint=nmse_per_joint,
@@ -431,7 +454,7 @@ def _check_pair(predicted: Trajectory, reference: Trajectory) -> None:
 
 def rollout_error(
     predicted: Trajectory, reference: Trajectory, *, threshold: float = 0.1, angular=None
-) -> RolloutError:
+) -> RolloutMetrics:
     """Relative rollout error over time, its geometric mean and the valid prediction time.
 
     Parameters
@@ -449,7 +472,7 @@ def rollout_error(
 
     Returns
     -------
-    RolloutError
+    RolloutMetrics
     """
     _check_pair(predicted, reference)
     pred, true = _state(predicted, angular), _state(reference, angular)
@@ -462,7 +485,7 @@ def rollout_error(
     per_trajectory = relative.mean(axis=1)
     positive = np.maximum(per_trajectory, np.finfo(np.float64).tiny)
     geometric = float(np.exp(np.mean(np.log(positive)))) if per_trajectory.size else math.nan
-    return RolloutError(
+    return RolloutMetrics(
         t=np.asarray(reference.t),
         relative=relative,
         per_trajectory=per_trajectory,
@@ -472,7 +495,7 @@ def rollout_error(
     )
 
 
-def energy_error(system, predicted: Trajectory, reference: Trajectory, *, scale: float | None = None) -> EnergyError:
+def energy_error(system, predicted: Trajectory, reference: Trajectory, *, scale: float | None = None) -> EnergyMetrics:
     """Energy error normalised by the maximum potential energy (Cranmer et al.).
 
     The true system's energy is evaluated on the predicted and on the
@@ -494,7 +517,7 @@ def energy_error(system, predicted: Trajectory, reference: Trajectory, *, scale:
 
     Returns
     -------
-    EnergyError
+    EnergyMetrics
     """
     _check_pair(predicted, reference)
     e_pred = _array(system.energy(predicted.q, predicted.qd), "system.energy(predicted)")
@@ -507,7 +530,7 @@ def energy_error(system, predicted: Trajectory, reference: Trajectory, *, scale:
         raise ValueError(f"scale must be a positive finite number, got {scale!r}")
     error = np.abs(e_pred - e_true) / scale
     final = error[:, -1]
-    return EnergyError(
+    return EnergyMetrics(
         t=np.asarray(reference.t), error=error, final=final, mean=float(np.mean(final)), scale=float(scale)
     )
 
@@ -646,7 +669,7 @@ def evaluate(
     threshold: float = 0.1,
     energy_scale: float | None = None,
     n_mass_samples: int = 2000,
-    method: str = "DOP853",
+    method: str = "auto",
     rtol: float | None = None,
     atol: float | None = None,
     progress: Callable[..., None] | None = None,
@@ -682,9 +705,12 @@ def evaluate(
     n_mass_samples : int, keyword-only
         States (the first ones) at which the mass matrices are compared.
     method, rtol, atol : keyword-only
-        Passed to :func:`lnn.rollout` for both systems. Default tolerances:
-        ``rtol=1e-6, atol=1e-8`` for a float32 model (its vector field is
-        smooth only to ~1e-7), ``1e-8, 1e-10`` otherwise.
+        Passed to :func:`lnn.rollout` for both systems (``"auto"``: the
+        fastest path for each, a compiled pair for the model and DOP853 for a
+        numpy reference). Default tolerances: the model's
+        (:func:`lnn.integrate.default_tolerances`: ``rtol=1e-6, atol=1e-8``
+        for a float32 model, whose vector field is smooth only to ~1e-7,
+        ``1e-8, 1e-10`` otherwise), for both systems.
     progress : callable, optional, keyword-only
         ``progress(done, total, message)`` over the evaluation stages.
 
@@ -701,137 +727,180 @@ def evaluate(
         ``mass_matrix_min_eigenvalue``, ``mass_matrix_max_condition``;
         ``details`` holds the full results.
     """
-    from lnn.integrate import default_tolerances, rollout
+    from lnn.integrate import default_tolerances
 
-    # Both systems with the model's tolerances (float32 models are smooth only to ~1e-7).
     default_rtol, default_atol = default_tolerances(model)
-    rtol = default_rtol if rtol is None else rtol
-    atol = default_atol if atol is None else atol
+    solver = _Solver(
+        method=method,
+        rtol=default_rtol if rtol is None else rtol,
+        atol=default_atol if atol is None else atol,
+    )
     n_rollouts = int(n_rollouts)
     if n_rollouts < 0:
         raise ValueError(f"n_rollouts must be >= 0, got {n_rollouts!r}")
     report = progress or (lambda *args, **kwargs: None)
-    stages = 4
+    samples = _samples(data, true_system, solver, n_rollouts, initial_states, seed, duration, dt)
     details: dict = {}
+    rows: list[MetricRow] = []
+    for stage, (label, measure) in enumerate(
+        (
+            ("accelerations", _acceleration_rows),
+            ("torques", _torque_rows),
+            ("mass matrices", lambda m, s, d: _mass_rows(m, s, d, n_mass_samples)),
+            ("rollouts", lambda m, s, d: _rollout_rows(m, s, d, solver, threshold, energy_scale, data)),
+        )
+    ):
+        report(stage, 4, label)
+        rows += measure(model, samples, details)
+    report(4, 4, "done")
+    return MetricsTable(rows=tuple(rows), details=details)
 
+
+@dataclass(frozen=True)
+class _Solver:
+    """How :func:`evaluate` rolls both systems out."""
+
+    method: str
+    rtol: float
+    atol: float
+
+    def rollout(self, system, q0, qd0, t, **options) -> Trajectory:
+        from lnn.integrate import rollout
+
+        return rollout(system, q0, qd0, t, method=self.method, rtol=self.rtol, atol=self.atol, **options)
+
+
+@dataclass(frozen=True, eq=False)
+class _Samples:
+    """The held-out samples ``(N, n)`` of :func:`evaluate`, its rollouts and its reference system."""
+
+    q: np.ndarray
+    qd: np.ndarray
+    qdd: np.ndarray
+    tau: np.ndarray
+    runs: tuple | None  # (q0, qd0, t, tau (B, T, n) or None, reference Trajectory)
+    reference_system: object
+    true_system: object
+    from_dataset: bool
+
+
+def _samples(data, true_system, solver: _Solver, n_rollouts, initial_states, seed, duration, dt) -> _Samples:
+    """The samples of a dataset, or the rollouts of a true system from sampled (or given) initial states."""
     if _is_dataset(data):
         q, qd, qdd, tau = (np.asarray(getattr(data, k), dtype=np.float64) for k in ("q", "qd", "qdd", "tau"))
         runs = _dataset_rollouts(data, n_rollouts) if n_rollouts else None
-        reference_system = true_system
-    elif hasattr(data, "acceleration") and hasattr(data, "n_dof"):
-        reference_system = true_system = data if true_system is None else true_system
-        if initial_states is None:
-            state = data.sample_state(n_rollouts, rng=seed)
-            q0, qd0 = np.asarray(state.q, np.float64), np.asarray(state.qd, np.float64)
-        else:
-            q0, qd0 = (np.asarray(x, dtype=np.float64) for x in initial_states)
-        t = np.arange(int(round(duration / dt)) + 1) * dt
-        reference = rollout(data, q0, qd0, t, method=method, rtol=rtol, atol=atol)
-        runs = (q0, qd0, t, None, reference)
-        n = reference.q.shape[-1]
-        q, qd, qdd, tau = (
-            reference.q.reshape(-1, n),
-            reference.qd.reshape(-1, n),
-            reference.qdd.reshape(-1, n),
-            reference.tau.reshape(-1, n),
-        )
-    else:
+        return _Samples(q, qd, qdd, tau, runs, true_system, true_system, True)
+    if not (hasattr(data, "acceleration") and hasattr(data, "n_dof")):
         raise TypeError(f"data must be an lnn.Dataset or a MechanicalSystem, got {type(data).__name__}")
-    rows: list[MetricRow] = []
+    true_system = data if true_system is None else true_system
+    if initial_states is None:
+        state = data.sample_state(n_rollouts, rng=seed)
+        q0, qd0 = np.asarray(state.q, np.float64), np.asarray(state.qd, np.float64)
+    else:
+        q0, qd0 = (np.asarray(x, dtype=np.float64) for x in initial_states)
+    t = np.arange(int(round(duration / dt)) + 1) * dt
+    reference = solver.rollout(data, q0, qd0, t)
+    n = reference.q.shape[-1]
+    flat = [getattr(reference, k).reshape(-1, n) for k in ("q", "qd", "qdd", "tau")]
+    return _Samples(*flat, (q0, qd0, t, None, reference), true_system, true_system, False)
 
-    report(0, stages, "accelerations")
-    qdd_pred, failed = _model_acceleration(model, q, qd, tau)
-    acc = acceleration_error(qdd_pred, qdd)
+
+def _acceleration_rows(model, s: _Samples, details: dict) -> list[MetricRow]:
+    qdd_pred, failed = _model_acceleration(model, s.q, s.qd, s.tau)
+    acc = acceleration_error(qdd_pred, s.qdd)
     details["acceleration"] = acc
-    rows += [
+    return [
         MetricRow("acceleration_error_median", acc.median, "median ||qdd_pred - qdd|| / ||qdd||"),
         MetricRow("acceleration_error_mean", acc.mean, "mean ||qdd_pred - qdd|| / ||qdd||"),
         MetricRow(
             "acceleration_failures",
-            float(failed) / q.shape[0],
+            float(failed) / s.q.shape[0],
             "fraction of samples whose learned M could not be solved",
         ),
     ]
 
-    report(1, stages, "torques")
-    if hasattr(model, "inverse_dynamics"):
-        torque = torque_error(_batched(model.inverse_dynamics, q, qd, qdd), tau)
-        details["torque"] = torque
-        rows.append(MetricRow("torque_mse", torque.mse, "DeLaN torque MSE (sum over joints)"))
-        if np.isfinite(torque.nmse):  # unforced data: no torque variance to normalise by
-            rows.append(MetricRow("torque_nmse", torque.nmse, "mean over joints of MSE_j / Var(tau_j)"))
-            rows += [
-                MetricRow(f"torque_nmse_{j}", float(v), f"MSE / Var(tau) of joint {j}")
-                for j, v in enumerate(torque.nmse_per_joint)
-                if np.isfinite(v)
-            ]
 
-    report(2, stages, "mass matrices")
-    if hasattr(model, "mass_matrix"):
-        k = min(int(n_mass_samples), q.shape[0])
-        m_pred = _batched(model.mass_matrix, q[:k], qd[:k])
-        m_true = _array(true_system.mass_matrix(q[:k], qd[:k]), "true mass matrix") if true_system is not None else None
-        mass = mass_matrix_report(m_pred, m_true)
-        details["mass_matrix"] = mass
+def _torque_rows(model, s: _Samples, details: dict) -> list[MetricRow]:
+    if not hasattr(model, "inverse_dynamics"):
+        return []
+    torque = torque_error(_batched(model.inverse_dynamics, s.q, s.qd, s.qdd), s.tau)
+    details["torque"] = torque
+    rows = [MetricRow("torque_mse", torque.mse, "DeLaN torque MSE (sum over joints)")]
+    if np.isfinite(torque.nmse):  # unforced data: no torque variance to normalise by
+        rows.append(MetricRow("torque_nmse", torque.nmse, "mean over joints of MSE_j / Var(tau_j)"))
         rows += [
-            MetricRow("mass_matrix_error_median", mass.median_relative_error, "median ||M_pred - M||_F / ||M||_F"),
-            MetricRow(
-                "mass_matrix_positive_definite",
-                mass.fraction_positive_definite,
-                "fraction of states with positive definite learned M",
-            ),
-            MetricRow("mass_matrix_min_eigenvalue", mass.min_eigenvalue, "smallest eigenvalue of learned M"),
-            MetricRow("mass_matrix_max_condition", mass.max_condition, "largest condition number of learned M"),
+            MetricRow(f"torque_nmse_{j}", float(v), f"MSE / Var(tau) of joint {j}")
+            for j, v in enumerate(torque.nmse_per_joint)
+            if np.isfinite(v)
         ]
+    return rows
 
-    report(3, stages, "rollouts")
-    if runs is not None and n_rollouts:
-        q0, qd0, t, tau_runs, reference = runs
-        forced = tau_runs is not None and np.any(tau_runs != 0)
-        tau_arg = tau_runs if forced else None
-        if reference_system is not None and _is_dataset(data):
-            reference = rollout(reference_system, q0, qd0, t, tau=tau_arg, method=method, rtol=rtol, atol=atol)
-        predicted = rollout(model, q0, qd0, t, tau=tau_arg, method=method, rtol=rtol, atol=atol, on_failure="mask")
-        angular = getattr(data, "angular", None) or getattr(model, "angular", None)
-        finished = ~predicted.failed
+
+def _mass_rows(model, s: _Samples, details: dict, n_mass_samples: int) -> list[MetricRow]:
+    if not hasattr(model, "mass_matrix"):
+        return []
+    k = min(int(n_mass_samples), s.q.shape[0])
+    m_pred = _batched(model.mass_matrix, s.q[:k], s.qd[:k])
+    truth = s.true_system
+    m_true = _array(truth.mass_matrix(s.q[:k], s.qd[:k]), "true mass matrix") if truth is not None else None
+    mass = mass_matrix_report(m_pred, m_true)
+    details["mass_matrix"] = mass
+    return [
+        MetricRow("mass_matrix_error_median", mass.median_relative_error, "median ||M_pred - M||_F / ||M||_F"),
+        MetricRow(
+            "mass_matrix_positive_definite",
+            mass.fraction_positive_definite,
+            "fraction of states with positive definite learned M",
+        ),
+        MetricRow("mass_matrix_min_eigenvalue", mass.min_eigenvalue, "smallest eigenvalue of learned M"),
+        MetricRow("mass_matrix_max_condition", mass.max_condition, "largest condition number of learned M"),
+    ]
+
+
+def _rollout_rows(model, s: _Samples, details: dict, solver: _Solver, threshold, energy_scale, data) -> list:
+    """Rollout failures, the rollout error and valid time, the energy error (of the rollouts that finished)."""
+    if s.runs is None:
+        return []
+    q0, qd0, t, tau_runs, reference = s.runs
+    tau = tau_runs if tau_runs is not None and np.any(tau_runs != 0) else None
+    if s.reference_system is not None and s.from_dataset:
+        reference = solver.rollout(s.reference_system, q0, qd0, t, tau=tau)
+    predicted = solver.rollout(model, q0, qd0, t, tau=tau, on_failure="mask")
+    finished = ~predicted.failed
+    rows = [
+        MetricRow(
+            "rollout_failures",
+            float(np.mean(~finished)),
+            "fraction of the model's rollouts that failed (M not positive definite, non-finite state) before the end",
+        )
+    ]
+    if not finished.any():
+        return rows
+    if not finished.all():  # the errors of the rollouts that finished; failures counted above
+        keep = np.flatnonzero(finished)
+        predicted, reference = predicted[keep], reference[keep]
+    angular = getattr(data, "angular", None) or getattr(model, "angular", None)
+    roll = rollout_error(predicted, reference, threshold=threshold, angular=angular)
+    details["rollout"] = roll
+    details["predicted"], details["reference"] = predicted, reference
+    rows += [
+        MetricRow(
+            "rollout_error_geometric_mean",
+            roll.geometric_mean,
+            "geometric mean over trajectories of the time-averaged relative error",
+        ),
+        MetricRow(
+            "valid_prediction_time_mean",
+            float(np.mean(roll.valid_time)),
+            f"mean time (s) until the relative error exceeds {threshold:g}",
+        ),
+    ]
+    if s.reference_system is not None and hasattr(s.reference_system, "energy"):
+        energy = energy_error(s.reference_system, predicted, reference, scale=energy_scale)
+        details["energy"] = energy
         rows.append(
             MetricRow(
-                "rollout_failures",
-                float(np.mean(~finished)),
-                "fraction of the model's rollouts that failed (M not positive "
-                "definite, non-finite state) before the end",
+                "energy_error_mean", energy.mean, f"mean |E(pred) - E(true)| / {energy.scale:.4g} at t = {t[-1]:g} s"
             )
         )
-        if not finished.any():
-            report(stages, stages, "done")
-            return MetricsTable(rows=tuple(rows), details=details)
-        if not finished.all():  # the errors of the rollouts that finished; failures counted above
-            keep = np.flatnonzero(finished)
-            predicted, reference = predicted[keep], reference[keep]
-        roll = rollout_error(predicted, reference, threshold=threshold, angular=angular)
-        details["rollout"] = roll
-        details["predicted"], details["reference"] = predicted, reference
-        rows += [
-            MetricRow(
-                "rollout_error_geometric_mean",
-                roll.geometric_mean,
-                "geometric mean over trajectories of the time-averaged relative error",
-            ),
-            MetricRow(
-                "valid_prediction_time_mean",
-                float(np.mean(roll.valid_time)),
-                f"mean time (s) until the relative error exceeds {threshold:g}",
-            ),
-        ]
-        if reference_system is not None and hasattr(reference_system, "energy"):
-            energy = energy_error(reference_system, predicted, reference, scale=energy_scale)
-            details["energy"] = energy
-            rows.append(
-                MetricRow(
-                    "energy_error_mean",
-                    energy.mean,
-                    f"mean |E(pred) - E(true)| / {energy.scale:.4g} at t = {t[-1]:g} s",
-                )
-            )
-    report(stages, stages, "done")
-    return MetricsTable(rows=tuple(rows), details=details)
+    return rows

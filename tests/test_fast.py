@@ -223,7 +223,10 @@ def test_learned_rollout_equals_plain_numpy_wrapper():
 
 
 def test_rollout_takes_one_snapshot_for_accelerations_and_energies(monkeypatch):
-    """No TensorFlow call (nor its compilation for a new batch size) after the solve."""
+    """A scipy rollout: no TensorFlow call (nor its compilation for a new batch size) after the solve.
+
+    (``method="auto"``, the default, integrates a learned model with a compiled pair in
+    TensorFlow instead; the numpy snapshot serves the scipy methods.)"""
     model = _model("kinetic-potential", {"convex": True}, ANGULAR["mixed"])
     snapshots = []
     take = model.numpy_snapshot
@@ -240,7 +243,7 @@ def test_rollout_takes_one_snapshot_for_accelerations_and_energies(monkeypatch):
     monkeypatch.setattr(model, "acceleration", no_tensorflow)
     rng = np.random.default_rng(4)
     q0, qd0 = rng.normal(size=(2, N_DOF)), rng.normal(size=(2, N_DOF))
-    trajectory = lnn.integrate.rollout(model, q0, qd0, np.linspace(0.0, 0.2, 3))
+    trajectory = lnn.integrate.rollout(model, q0, qd0, np.linspace(0.0, 0.2, 3), method="DOP853")
     assert len(snapshots) == 1
     monkeypatch.undo()
     expected = model.energy(trajectory.q.reshape(-1, N_DOF), trajectory.qd.reshape(-1, N_DOF))

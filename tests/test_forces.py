@@ -26,6 +26,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 # ----------------------------------------------------------------------------- a force from outside the package
 
 
+# --8<-- [start:force]
 @register_force
 class ToyDrag(LinearForce):
     """Quadratic drag ``-k qd |qd|`` per joint, ``k >= 0``: a linear friction force in one file."""
@@ -36,6 +37,9 @@ class ToyDrag(LinearForce):
     @staticmethod
     def columns(xp, q, qd, velocity):
         return qd * xp.abs(qd)
+
+
+# --8<-- [end:force]
 
 
 @register_force

@@ -90,6 +90,7 @@ def test_closed_form_equals_numpy_equals_nested_tapes(kind, options):
 # -- a kind added from this file ------------------------------------------------------
 
 
+# --8<-- [start:kind]
 class Separable(Kind):
     """``T = 1/2 qd^T diag(exp(w(q))) qd``, ``V`` an MLP: the issue's toy kind."""
 
@@ -128,6 +129,9 @@ class Separable(Kind):
 
     def potential(self, q):
         return self.model.potential_net.forward(self.model.features(q).x)[:, 0]
+
+
+# --8<-- [end:kind]
 
 
 @pytest.fixture

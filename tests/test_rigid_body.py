@@ -73,6 +73,36 @@ def test_closed_form_equals_the_hessian_of_its_own_kinetic_energy_by_nested_tape
     )
 
 
+def test_newton_euler_inverse_dynamics_with_a_residual_equals_the_mass_matrix_form_and_the_tapes():
+    """The O(n) inverse dynamics (Newton-Euler + forward-over-reverse residual) = M qdd + C qd + g."""
+    from lnn.models.registry import Kind
+
+    panda = simulations.panda() if _has_pinocchio() else simulations.PlanarArm(masses=(1.0, 0.7, 0.5))
+    model = _rigid(panda, residual=True, hidden=(8, 8), friction="viscous+coulomb")
+    rng = np.random.default_rng(5)
+    for var in model.trainable_variables:
+        var.assign(np.asarray(var) + 0.3 * rng.normal(size=var.shape))
+    q, qd, qdd = _states(panda.n_dof, batch=6, seed=7)
+    fast = model.inverse_dynamics(q, qd, qdd).numpy()
+    import tensorflow as tf
+
+    args = [tf.constant(x) for x in (q, qd, qdd)]
+    by_mass = Kind.inverse_dynamics(model.kind_model, *args).numpy() - np.asarray(model._force_graph(*args[:2]))
+    np.testing.assert_allclose(fast, by_mass, rtol=1e-10, atol=1e-10)
+    tapes = mechanics.inverse_dynamics(model.kind_model.tape_lagrangian(), q, qd, qdd).numpy()
+    np.testing.assert_allclose(fast, tapes - np.asarray(model._force_graph(*args[:2])), rtol=1e-9, atol=1e-9)
+    # and it inverts the forward dynamics
+    np.testing.assert_allclose(model.acceleration(q, qd, fast).numpy(), qdd, rtol=1e-8, atol=1e-8)
+
+
+def _has_pinocchio() -> bool:
+    try:
+        import pinocchio  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def test_every_body_stays_physical_and_log_cholesky_round_trips():
     rng = np.random.default_rng(0)
     theta = rng.normal(size=(20, 10))

@@ -607,3 +607,53 @@ def test_auto_is_the_default_and_picks_the_measured_compiled_pair_for_every_lear
     reference = rollout(model32, Q0, QD0, t, method="DOP853")
     assert fast.q.dtype == np.float64 and fast.method in method_names("compiled")
     np.testing.assert_allclose(fast.q, reference.q, rtol=0, atol=2e-5)
+
+
+# -- a pair added from this file ------------------------------------------------------
+
+# --8<-- [start:tableau]
+#: Heun's method with Euler's as the embedded solution: order 2(1), two stages, no FSAL, and the
+#: quadratic dense output b_1(θ) = θ - θ²/2, b_2(θ) = θ²/2 (the derivative at y_new, the engine's
+#: third stage of a pair without FSAL, has weight 0 everywhere).
+HEUN = solvers.Tableau(
+    name="heun-test",
+    order=2,
+    error_order=1,
+    a=np.array([[0.0, 0.0], [1.0, 0.0]]),
+    b=np.array([0.5, 0.5]),
+    c=np.array([0.0, 1.0]),
+    fsal=False,
+    error=np.array([[-0.5], [0.5], [0.0]]),  # b - b_hat, b_hat = (1, 0): Euler
+    dense=np.array([[1.0, -0.5], [0.0, 0.5], [0.0, 0.0]]),
+)
+# --8<-- [end:tableau]
+
+
+@pytest.fixture
+def heun():
+    solvers.register_tableau(HEUN)  # the one registry line
+    yield HEUN
+    solvers.REGISTRY.pop(HEUN.name)
+
+
+def test_a_pair_registered_from_a_test_file_is_a_method_of_both_doors(heun):
+    from lnn.integrate import methods
+
+    assert methods()["heun-test"].backend == "compiled" and methods()["heun-test"].order == 2
+    t = np.linspace(0.0, 1.0, 11)
+    reference = rollout(SYSTEM, Q0, QD0, t, method="DOP853", rtol=1e-12, atol=1e-12)
+    errors = []
+    for rtol in (1e-4, 1e-6):
+        numpy_door = rollout(SYSTEM, Q0, QD0, t, method="heun-test", rtol=rtol, atol=rtol / 100)
+        assert numpy_door.method == "heun-test" and not numpy_door.failures
+        errors.append(np.max(np.abs(numpy_door.q - reference.q)))
+        assert errors[-1] < 30 * rtol  # a low-order pair meets its tolerance like the others
+    assert errors[1] < errors[0] / 10  # and converges as the tolerance tightens
+    graph_door = odeint(SYSTEM, Q0, QD0, t, method="heun-test", rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(graph_door.q.numpy(), numpy_door.q, rtol=0, atol=1e-6)
+    with pytest.raises(ValueError, match="registered already"):
+        solvers.register_tableau(dataclasses.replace(HEUN))  # the name is taken by another object
+    with pytest.raises(ValueError, match="consistency"):
+        solvers.register_tableau(dataclasses.replace(HEUN, name="bad-test", b=np.array([0.6, 0.5])))
+    with pytest.raises(TypeError, match="lnn.solvers.Tableau"):
+        solvers.register_tableau({"name": "dict"})

@@ -28,8 +28,8 @@ Two methods (one step of each in :mod:`lnn._schemes`):
     (every :class:`lnn.LagrangianNetwork`, of any kind) uses the true momentum
     ``p = dL/dqd`` (one ``tf.GradientTape`` gives ``dL/dq`` too) and inverts
     it by Newton's method with the Jacobian ``dp/dqd = mass_matrix(q, qd) =
-    d2L/dqd2``, factorised by Cholesky; a model's viscous damping
-    ``-D qd`` (``damping_matrix()``) joins ``tau``. A system without
+    d2L/dqd2``, factorised by Cholesky; every learned force of a model
+    (``-friction_torque(qd, q=q)``: damping, friction, offsets) joins ``tau``. A system without
     ``lagrangian`` (e.g. a ground-truth system written in TensorFlow) must have
     ``T = ½ qdᵀ M(q) qd``: it uses ``p = M(q) qd`` and
     ``f = M qdd + (dM/dq · qd) qd`` from its ``acceleration`` (which then
@@ -120,8 +120,8 @@ def odeint(
         Its ``acceleration(q, qd, tau)`` and ``energy(q, qd)`` must accept
         TensorFlow tensors of shape ``(B, n)`` and return tensors; ``"verlet"``
         also needs ``mass_matrix(q, qd)`` and uses ``lagrangian(q, qd)`` and
-        ``damping_matrix()`` where the system has them (see the module
-        docstring).
+        ``friction_torque(qd, q=q)`` (or ``damping_matrix()``) where the system
+        has them (see the module docstring).
     q0, qd0 : array_like or tf.Tensor, shape ``(B, n)`` or ``(n,)``
         Initial coordinates and velocities (a single state is batched to
         ``B = 1``). Inside a ``tf.function`` ``B`` may be unknown.

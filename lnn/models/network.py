@@ -441,8 +441,7 @@ class LagrangianNetwork(keras.Model):
         return mechanics._acceleration_body(self.kind_model.tape_lagrangian(), q, qd, force, "reverse", None)
 
     def _inverse_dynamics_graph(self, q, qd, qdd):
-        mass, rhs = self._euler_lagrange(q, qd)
-        tau = tf.linalg.matvec(mass, qdd) - rhs
+        tau = self.kind_model.inverse_dynamics(q, qd, qdd)
         force = self._force_graph(q, qd)
         return tau if force is None else tau - force
 

@@ -179,6 +179,17 @@ class Kind:
         """``M``, shape ``(B, n, n)``."""
         return self.terms(q, qd, hessian=True, mixed=False, grad_q=False).mass
 
+    def inverse_dynamics(self, q, qd, qdd):
+        """``M qdd + (d2L/dqd dq) qd - dL/dq``: the Lagrangian's part of the inverse dynamics, ``(B, n)``.
+
+        Default: from :meth:`terms`. A kind whose inverse dynamics has a
+        cheaper form than ``M`` (the rigid body's Newton-Euler recursion,
+        O(n) without the ``n x n`` mass matrix) overrides it; the torque loss
+        of :func:`lnn.fit` trains through it.
+        """
+        t = self.terms(q, qd, hessian=True, mixed=True, grad_q=True)
+        return tf.linalg.matvec(t.mass, qdd) + t.mixed - t.grad_q
+
     def energy(self, q, qd):
         """``E = qd . dL/dqd - L``, shape ``(B,)``."""
         t = self.terms(q, qd, hessian=False, mixed=False, grad_q=False)

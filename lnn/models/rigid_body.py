@@ -329,6 +329,26 @@ class RigidBody(Kind):
             mass = mass + self._residual_mass(q)
         return Terms(value, gq if grad_q else None, gqd, mass, mix)
 
+    def inverse_dynamics(self, q, qd, qdd):
+        """``M qdd + C qd + g``: Newton-Euler for the rigid body, one forward-over-reverse pass for the residual.
+
+        O(n) operations where the default forms the ``n x n`` mass matrix (a
+        7-DOF arm's torque loss trains several times faster; equal to it to
+        rounding, ``tests/test_rigid_body.py``). The residual's part is
+        ``d/dt (dL_r/dqd) - dL_r/dq``, the time derivative a forward-mode
+        product of ``dL_r/dqd`` along ``(qd, qdd)``: no Hessian either.
+        """
+        tau = self._newton_euler(q, qd, qdd)
+        if not self.residual:
+            return tau
+        zero = tf.UnconnectedGradients.ZERO
+        with tf.autodiff.ForwardAccumulator(primals=[q, qd], tangents=[qd, qdd]) as accumulator:
+            with tf.GradientTape() as tape:
+                tape.watch([q, qd])
+                value = self._residual_kinetic(q, qd) - self._residual_potential(q)
+            gq, gqd = tape.gradient(value, [q, qd], unconnected_gradients=zero)
+        return tau + accumulator.jvp(gqd, unconnected_gradients=zero) - gq
+
     def mass_matrix(self, q, qd):
         """``M(q)`` (``qd`` unused)."""
         mass = self._rigid_mass(q)

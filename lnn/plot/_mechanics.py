@@ -171,7 +171,7 @@ def torque_decomposition(system, q, qd, qdd) -> TorqueDecomposition:
             inertial=np.einsum("bij,bj->bi", mass, flat[2]).reshape(q.shape),
             coriolis=part(system.coriolis(flat[0], flat[1])),
             gravity=part(system.gravity(flat[0])),
-            friction=part(system.friction_torque(flat[1])),
+            friction=part(system.friction_torque(flat[1], q=flat[0])),
             total=inverse(*flat).astype(np.float64),
         )
     gravity = inverse(q, zero, zero)

@@ -204,85 +204,159 @@ def fit(
     strategy, dtype = _model.prepare(
         model, data, strategy=strategy, adapt=adapt, initialization=initialization, seed=seed
     )
-    pipeline = _data.Pipeline(data, batch_size=options.batch_size, dtype=dtype, strategy=strategy)
-    optimizer = make_optimizer(model, strategy, learning_rate=options.schedule.base, clipnorm=options.clipnorm)
-    trainer = build_trainer(
+    training = _Training(
         model,
-        options.weights,
-        data=data,
-        signature=pipeline.element_spec,
-        optimizer=optimizer,
+        data,
+        options,
         strategy=strategy,
         dtype=dtype,
         xla=xla,
-    )
-    record = Record(trainer.terms, validation=data.validation is not None)
-    best = Best(min_delta=options.min_delta)
-    saver = (
-        None
-        if checkpoint_dir is None
-        else Checkpoints(checkpoint_dir, model=model, optimizer=optimizer, seed=seed, strategy=strategy)
-    )
-    first = saver.resume(record, best, restore_best=restore_best) if saver is not None else 0
-    clock.offset = record.elapsed
-    validation_batches = pipeline.validation()
-    hooks = Callbacks(
-        callbacks, model=model, optimizer=optimizer, epochs=options.epochs, steps=pipeline.steps_per_epoch
-    )
-    loop = EpochLoop(
-        trainer,
-        pipeline,
-        optimizer=optimizer,
-        schedule=options.schedule,
         clock=clock,
-        callbacks=hooks,
-        progress=progress,
-        epochs=options.epochs,
-        shuffle=shuffle,
+        callbacks=callbacks,
+        checkpoint_dir=checkpoint_dir,
         seed=seed,
+        restore_best=restore_best,
+        progress=progress,
+        shuffle=shuffle,
     )
-    stopped = "epochs"
-    with EpochLogs(csv_log=csv_log, tensorboard_dir=tensorboard_dir, resume=len(record) > 0) as logs, hooks:
-        first = hooks.train_begin(first)
-        epochs = itertools.count(first) if options.epochs is None else range(first, options.epochs)
-        for epoch in epochs:
-            if not clock.room_for_epoch():
-                stopped = "time_limit"
-                break
-            clock.start_epoch()
-            hooks.epoch_begin(epoch)
-            means, cut = loop.run(epoch, record.message(epoch))
-            val_means = trainer.eval_sums(validation_batches) if validation_batches is not None else None
-            row = record.add(
-                epoch,
-                lr=float(np.asarray(optimizer.learning_rate)),
-                time=clock.stamp(),
-                train=means,
-                validation=val_means,
-            )
-            improved = best.update(epoch, (val_means or means)["total"], model)
-            if saver is not None:
-                saver.save(epoch, record, best, improved=improved)
-            logs.write(row)
-            if progress is not None:
-                progress(clock.done(epoch + 1), clock.total, record.message(epoch))
-            clock.end_epoch(first=epoch == first)
-            stop = hooks.epoch_end(epoch, row)  # every callback sees every epoch
-            cut = cut or ("callback" if stop else None)
-            if cut is None and options.patience is not None and best.since >= options.patience:
-                cut = "early_stopping"
-            if cut is not None:
-                stopped = cut
-                break
-        if stopped == "time_limit" and progress is not None and len(record):
-            progress(clock.total, clock.total, record.message(len(record) - 1))  # the budget is spent
-        if restore_best:
-            best.restore(model)
-        hooks.train_end()
-    return record.history(
-        best_epoch=best.epoch,
-        best_loss=best.loss,
+    with EpochLogs(csv_log=csv_log, tensorboard_dir=tensorboard_dir, resume=len(training.record) > 0) as logs:
+        with training.hooks:
+            stopped = training.run(logs)
+            if restore_best:
+                training.best.restore(model)
+            training.hooks.train_end()
+    return training.record.history(
+        best_epoch=training.best.epoch,
+        best_loss=training.best.loss,
         stopped_reason=stopped,
-        traces=trainer.traces,
+        traces=training.trainer.traces,
         weights=options.weights,
     )
+
+
+class _Training:
+    """The parts of one :func:`fit` (trainer, pipeline, optimizer, records, checkpoints, callbacks) and its epochs."""
+
+    def __init__(
+        self,
+        model,
+        data,
+        options,
+        *,
+        strategy,
+        dtype,
+        xla,
+        clock,
+        callbacks,
+        checkpoint_dir,
+        seed,
+        restore_best,
+        progress,
+        shuffle,
+    ) -> None:
+        self.model, self.options, self.clock, self.progress = model, options, clock, progress
+        self.pipeline = _data.Pipeline(data, batch_size=options.batch_size, dtype=dtype, strategy=strategy)
+        self.optimizer = make_optimizer(model, strategy, learning_rate=options.schedule.base, clipnorm=options.clipnorm)
+        self.trainer = build_trainer(
+            model,
+            options.weights,
+            data=data,
+            signature=self.pipeline.element_spec,
+            optimizer=self.optimizer,
+            strategy=strategy,
+            dtype=dtype,
+            xla=xla,
+        )
+        self.record = Record(self.trainer.terms, validation=data.validation is not None)
+        self.best = Best(min_delta=options.min_delta)
+        self.saver = None
+        if checkpoint_dir is not None:
+            self.saver = Checkpoints(
+                checkpoint_dir, model=model, optimizer=self.optimizer, seed=seed, strategy=strategy
+            )
+        self.first = self.saver.resume(self.record, self.best, restore_best=restore_best) if self.saver else 0
+        clock.offset = self.record.elapsed
+        self.validation_batches = self.pipeline.validation()
+        self.hooks = Callbacks(
+            callbacks, model=model, optimizer=self.optimizer, epochs=options.epochs, steps=self.pipeline.steps_per_epoch
+        )
+        self.loop = EpochLoop(
+            self.trainer,
+            self.pipeline,
+            optimizer=self.optimizer,
+            schedule=options.schedule,
+            clock=clock,
+            callbacks=self.hooks,
+            progress=progress,
+            epochs=options.epochs,
+            shuffle=shuffle,
+            seed=seed,
+        )
+
+    def run(self, logs) -> str:
+        """Train epoch after epoch; return why it stopped (``History.stopped_reason``)."""
+        first = self.hooks.train_begin(self.first)
+        return _run_epochs(
+            self.loop,
+            self.trainer,
+            self.record,
+            self.best,
+            first=first,
+            epochs=self.options.epochs,
+            patience=self.options.patience,
+            clock=self.clock,
+            hooks=self.hooks,
+            logs=logs,
+            saver=self.saver,
+            model=self.model,
+            optimizer=self.optimizer,
+            validation_batches=self.validation_batches,
+            progress=self.progress,
+        )
+
+
+def _run_epochs(
+    loop,
+    trainer,
+    record,
+    best,
+    *,
+    first,
+    epochs,
+    patience,
+    clock,
+    hooks,
+    logs,
+    saver,
+    model,
+    optimizer,
+    validation_batches,
+    progress,
+) -> str:
+    """Train epoch after epoch from ``first``; return why it stopped (``History.stopped_reason``)."""
+    for epoch in itertools.count(first) if epochs is None else range(first, epochs):
+        if not clock.room_for_epoch():
+            if progress is not None and len(record):
+                progress(clock.total, clock.total, record.message(len(record) - 1))  # the budget is spent
+            return "time_limit"
+        clock.start_epoch()
+        hooks.epoch_begin(epoch)
+        means, cut = loop.run(epoch, record.message(epoch))
+        val_means = trainer.eval_sums(validation_batches) if validation_batches is not None else None
+        row = record.add(
+            epoch, lr=float(np.asarray(optimizer.learning_rate)), time=clock.stamp(), train=means, validation=val_means
+        )
+        improved = best.update(epoch, (val_means or means)["total"], model)
+        if saver is not None:
+            saver.save(epoch, record, best, improved=improved)
+        logs.write(row)
+        if progress is not None:
+            progress(clock.done(epoch + 1), clock.total, record.message(epoch))
+        clock.end_epoch(first=epoch == first)
+        stop = hooks.epoch_end(epoch, row)  # every callback sees every epoch
+        cut = cut or ("callback" if stop else None)
+        if cut is None and patience is not None and best.since >= patience:
+            cut = "early_stopping"
+        if cut is not None:
+            return cut
+    return "epochs"
