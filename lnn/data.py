@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lnn import _validate
+from lnn.errors import TimeSplitWarning
+from lnn.ingest import ImportedLogs, read_csv, read_rosbag
 from lnn.integrate import rollout
 from lnn.trajectory import Trajectory
 
@@ -60,10 +62,6 @@ EXCITATION_FREQUENCIES = (0.1, 1.0)
 EXCITATION_COMPONENTS = 3
 
 
-class TimeSplitWarning(UserWarning):
-    """A validation set was made of time blocks, the data having too few trajectories (:meth:`Dataset.split`)."""
-
-
 @dataclass(frozen=True, eq=False)
 class Dataset:
     """``N`` samples of trajectories of one mechanical system.
@@ -94,12 +92,16 @@ class Dataset:
         data). :meth:`split` keeps time blocks of different parts at least
         this far apart, so that no sample's derivatives share a raw sample
         with another part's.
+    joint_names : tuple of str or None
+        Names of the ``n`` joints (e.g. a robot's URDF joints), in the order
+        of the coordinates; None when unknown. Imported logs fill it from a
+        ROS bag's joint names or from named CSV position columns.
 
     Raises
     ------
     ValueError
-        If the arrays' shapes disagree or contain NaN/inf, or ``angular`` has
-        the wrong length.
+        If the arrays' shapes disagree or contain NaN/inf, ``angular`` has
+        the wrong length, or ``joint_names`` is not ``n`` distinct names.
     """
 
     t: np.ndarray
@@ -114,6 +116,7 @@ class Dataset:
     angular: tuple = ()
     dt: float = math.nan
     derivative_span: float = math.nan
+    joint_names: tuple | None = None
 
     def __post_init__(self) -> None:
         t = _float_array(self.t, "t")
@@ -155,6 +158,7 @@ class Dataset:
         if not (math.isnan(span) or (math.isfinite(span) and span >= 0)):
             raise ValueError(f"Dataset.derivative_span must be >= 0 seconds or NaN; got {span!r}")
         object.__setattr__(self, "derivative_span", span)
+        object.__setattr__(self, "joint_names", _joint_names(self.joint_names, n))
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -207,6 +211,7 @@ class Dataset:
             angular=self.angular,
             dt=self.dt,
             derivative_span=self.derivative_span,
+            joint_names=self.joint_names,
         )
 
     def _rows(self, keep: np.ndarray, ids: np.ndarray) -> Dataset:
@@ -224,6 +229,7 @@ class Dataset:
             angular=self.angular,
             dt=self.dt,
             derivative_span=self.derivative_span,
+            joint_names=self.joint_names,
         )
 
     def split(
@@ -241,16 +247,24 @@ class Dataset:
         with ``seed`` and cut in the given proportions, so no trajectory leaks
         across the parts.
 
-        ``by="time"``: for a few long recordings (one robot log). Each
-        trajectory is cut into contiguous time blocks of about ``block``
-        seconds; the blocks are shuffled with ``seed`` and dealt to the parts
-        in the given proportions (by count of blocks); around every boundary
-        between blocks of different parts, the samples within ``margin / 2``
-        are dropped, so the parts' samples are at least ``margin`` apart in
-        time: with ``margin`` the span of the derivative filter, no sample's
-        ``qd``/``qdd`` shares a raw sample with another part's. Each
+        ``by="time"``: for a few long recordings (one robot log). The
+        samples of the trajectories, one after the other, are dealt to the
+        parts in contiguous blocks: a part of fraction ``f`` gets ``f N`` of
+        the ``N`` samples (rounded), in ``max(1, round(f D / block))`` blocks
+        of equal size (``D`` the total duration); the blocks are shuffled
+        with ``seed``. At every boundary between blocks of different parts
+        within a trajectory, the samples of the part with the larger fraction
+        that lie within ``margin`` of the boundary are dropped (of both parts
+        within ``margin / 2`` when their fractions are equal), so the parts'
+        samples are at least ``margin`` apart in time (with ``margin`` the
+        span of the derivative filter, no sample's ``qd``/``qdd`` shares a
+        raw sample with another part's), the smaller parts keep their share,
+        and each boundary costs ``margin`` of samples, no more. Each
         contiguous run of kept samples becomes a trajectory with a new id
-        (ids are unique across the parts).
+        (ids are unique across the parts). Holding out ``f = 0.1`` of one
+        recording thus keeps 10 % of its samples for validation (one block
+        when ``block`` is at least a tenth of the recording) and drops one
+        or two ``margin`` s of training samples.
 
         ``by="auto"``: by trajectory when every part with a positive fraction
         ``f`` would get at least one whole trajectory (``f K >= 1`` for ``K``
@@ -269,7 +283,8 @@ class Dataset:
             See above.
         block : float, optional
             Length of the time blocks (s); default: a tenth of the total
-            duration, and at least ``5 margin``.
+            duration, and at least ``5 margin`` (but no more than the total
+            duration over the number of parts).
         margin : float, optional
             Least time (s) between samples of different parts; default
             :attr:`derivative_span` (0 when unknown).
@@ -325,41 +340,38 @@ class Dataset:
         groups = _groups(self.trajectory)
         if not groups:
             raise ValueError("the dataset is empty: it has no trajectory to split")
-        durations = [float(self.t[rows].max() - self.t[rows].min()) for _, rows in groups]
-        total = sum(durations)
-        block = max(total / 10.0, 5.0 * margin) if block is None else _validate_seconds("block", block)
-        blocks = []  # the rows of each block, in time order
-        for (_, rows), duration in zip(groups, durations):
-            rows = rows[np.argsort(self.t[rows], kind="stable")]
-            count = max(1, int(round(duration / block))) if block > 0 else 1
-            edges = self.t[rows].min() + duration * np.arange(1, count) / count
-            for piece in np.split(rows, np.searchsorted(self.t[rows], edges)):
-                if piece.size:
-                    blocks.append(piece)
+        groups = [(i, rows[np.argsort(self.t[rows], kind="stable")]) for i, rows in groups]
+        total = sum(float(self.t[rows].max() - self.t[rows].min()) for _, rows in groups)
         wanted = int((fractions > 0).sum())
-        if len(blocks) < wanted:
+        if block is None:
+            block = min(max(total / 10.0, 5.0 * margin), total / wanted)
+        else:
+            block = _validate_seconds("block", block)
+        if block <= 0 or round(total / block) < wanted:
             raise ValueError(
                 f"cannot split {len(groups)} trajectory(ies) of {total:.4g} s in total into "
                 f"{wanted} non-empty parts of time blocks of {block:.4g} s (margin {margin:.4g} s); "
                 f"give a shorter block"
             )
-        counts = _apportion(fractions, len(blocks))
-        order = np.random.default_rng(seed).permutation(len(blocks))
-        part_of_block = np.empty(len(blocks), dtype=np.int64)
-        part_of_block[order] = np.repeat(np.arange(3), counts)
+        order = np.concatenate([rows for _, rows in groups])  # the samples, trajectory by trajectory
         part = np.empty(len(self), dtype=np.int64)
-        for b, rows in enumerate(blocks):
-            part[rows] = part_of_block[b]
+        part[order] = _deal_blocks(fractions, order.shape[0], total / block, seed=seed)
         keep = np.ones(len(self), dtype=bool)
         run = np.empty(len(self), dtype=np.int64)
         next_run = 0
         for _, rows in groups:
-            rows = rows[np.argsort(self.t[rows], kind="stable")]
             t, p = self.t[rows], part[rows]
             changes = np.flatnonzero(p[1:] != p[:-1])
             for c in changes:  # the boundary halfway between the two samples
                 boundary = 0.5 * (t[c] + t[c + 1])
-                keep[rows[np.abs(t - boundary) < 0.5 * margin]] = False
+                left, right = fractions[p[c]], fractions[p[c + 1]]
+                if left > right:  # the larger part gives the whole margin
+                    zone = (t > boundary - margin) & (t < boundary)
+                elif right > left:
+                    zone = (t > boundary) & (t < boundary + margin)
+                else:
+                    zone = np.abs(t - boundary) < 0.5 * margin
+                keep[rows[zone]] = False
             starts = np.concatenate([[0], changes + 1])
             for a, b in zip(starts, np.concatenate([changes + 1, [rows.size]])):
                 run[rows[a:b]] = next_run
@@ -568,6 +580,7 @@ class Dataset:
         q,
         qd=None,
         tau,
+        joints=None,
         angular=False,
         time_scale: float = 1.0,
         delimiter: str | None = None,
@@ -577,14 +590,15 @@ class Dataset:
         order: int = 4,
         trim: bool = True,
         velocity: str = "q",
+        lag=None,
     ) -> Dataset:
-        """Read measured CSV logs: drop repeated samples, split at gaps, resample, differentiate.
+        """Read measured CSV logs: drop repeated and held samples, split at gaps, resample, differentiate.
 
         The dataset of :func:`lnn.logs.import_csv` (which also returns the
         :class:`lnn.logs.ImportReport`: rows dropped, gaps, the step, the
-        windows); :mod:`lnn.logs` documents each step and the rules behind
-        the defaults (the Savitzky–Golay windows follow from the sampling
-        rate, the noise and the motion's bandwidth).
+        windows, the torque lag); :mod:`lnn.ingest` documents each step and
+        the rules behind the defaults (the Savitzky–Golay windows follow from
+        the sampling rate, the noise and the motion's bandwidth).
 
         Parameters
         ----------
@@ -598,43 +612,172 @@ class Dataset:
         qd : sequence of str or int, optional
             ``n`` measured velocity columns (compared with the derivative of
             the positions; used for ``qd`` when ``velocity="measured"``).
+        joints : sequence of str, optional
+            Names of the ``n`` joints (:attr:`joint_names`); default: the
+            ``q`` column names when ``q`` names columns, else None.
         angular : bool or sequence of bool
             Which coordinates are angles that may wrap (unwrapped); default
             False: none (nothing is guessed about the robot).
-        time_scale, delimiter, step, max_gap, window, order, trim, velocity
-            As in :func:`lnn.logs.import_csv`.
+        time_scale : float
+            Seconds per unit of the time column (1e-3 for milliseconds, 1e-9
+            for nanosecond stamps). Times start at 0 at each file's first sample.
+        delimiter : str, optional
+            Column separator; default: sniffed from the first line.
+        step : float, optional
+            Step of the uniform grid (s); default: the files' nominal step.
+        max_gap : float, optional
+            Holes longer than this (s) split a log; default ``max(3 h, W h / 4)``.
+        window : int, optional
+            Odd Savitzky–Golay window (samples) for ``qd`` and ``qdd`` of every
+            coordinate; default: per coordinate, :func:`lnn.ingest.choose_window`.
+        order : int
+            Degree of the Savitzky–Golay polynomials (at least 2).
+        trim : bool
+            Cut half a window at each end of each piece.
+        velocity : {"q", "measured"}
+            Where ``qd`` comes from (``"measured"`` needs ``qd=`` columns).
+        lag : None, "auto", float or sequence of float
+            Shift of the torque stream before resampling (:class:`lnn.ingest.Cleaning`):
+            None (default) shifts nothing, ``"auto"`` each torque column by its
+            estimated lag behind the positions (reported either way), a number
+            of seconds every column, a sequence one per column.
 
         Returns
         -------
         Dataset
             ``t (N,)`` (from 0 at each file's first sample), ``q, qd, qdd,
-            tau (N, n)``, trajectory ids through the files in order.
+            tau (N, n)``, trajectory ids through the files in order, ``dt``
+            the step when all files share it, ``derivative_span`` the widest
+            window's span, energy unknown.
 
         Raises
         ------
-        FileNotFoundError, ValueError
+        FileNotFoundError, ValueError, TypeError
             For missing files or columns, non-numeric cells, time going
-            backwards, logs too short for the window (naming the file, line,
-            column or argument).
+            backwards, logs too short for the window, a bad argument (naming
+            the file, line, column or argument, and what was received).
         """
-        from lnn.logs import import_csv
+        return cls.from_imported(
+            read_csv(
+                paths,
+                time=time,
+                q=q,
+                qd=qd,
+                tau=tau,
+                joints=joints,
+                angular=angular,
+                time_scale=time_scale,
+                delimiter=delimiter,
+                step=step,
+                max_gap=max_gap,
+                window=window,
+                order=order,
+                trim=trim,
+                velocity=velocity,
+                lag=lag,
+            )
+        )
 
-        return import_csv(
-            paths,
-            time=time,
-            q=q,
-            qd=qd,
-            tau=tau,
-            angular=angular,
-            time_scale=time_scale,
-            delimiter=delimiter,
-            step=step,
-            max_gap=max_gap,
-            window=window,
-            order=order,
-            trim=trim,
-            velocity=velocity,
-        ).dataset
+    @classmethod
+    def from_rosbag(
+        cls,
+        paths,
+        *,
+        topic: str,
+        joints=None,
+        angular=False,
+        step: float | None = None,
+        max_gap: float | None = None,
+        window: int | None = None,
+        order: int = 4,
+        trim: bool = True,
+        velocity: str = "q",
+        lag=None,
+    ) -> Dataset:
+        """Read ``sensor_msgs/msg/JointState`` messages of ROS bags, cleaned as :meth:`from_csv` cleans CSV logs.
+
+        Needs the rosbags package (``pip install 'lnn[ros]'``). ROS 2 bags (a
+        directory with ``metadata.yaml``, or a single ``.mcap`` or ``.db3``
+        file) and ROS 1 bags (``.bag``) are read. Each message's header stamp
+        is its time (the bag's receive time where the stamp is zero); its
+        ``position``, ``effort`` and, when every message has them,
+        ``velocity`` (measured velocities: compared, or used with
+        ``velocity="measured"``) give ``q``, ``tau`` and the measured ``qd``
+        of the selected joints. Then the same pipeline as for CSV logs
+        (:mod:`lnn.ingest`).
+
+        Parameters
+        ----------
+        paths : str, os.PathLike or sequence of them
+            The bags; several bags are several trajectories.
+        topic : str
+            The topic of the ``JointState`` messages, e.g. ``"/joint_states"``.
+        joints : sequence of str, optional
+            The joints to read, in this order (:attr:`joint_names`); default:
+            every joint of the first message, in its order.
+        angular, step, max_gap, window, order, trim, velocity, lag
+            As in :meth:`from_csv`.
+
+        Returns
+        -------
+        Dataset
+            As :meth:`from_csv`'s, with :attr:`joint_names` the joints read.
+
+        Raises
+        ------
+        ImportError
+            Without the rosbags package.
+        FileNotFoundError
+            For a missing bag.
+        ValueError, TypeError
+            For a file that is not a bag, a missing topic or one of another
+            type, a message that lacks a selected joint or whose arrays are
+            shorter than its names (naming the message's index and what it
+            had), time stamps going backwards, a bad argument.
+        """
+        return cls.from_imported(
+            read_rosbag(
+                paths,
+                topic=topic,
+                joints=joints,
+                angular=angular,
+                step=step,
+                max_gap=max_gap,
+                window=window,
+                order=order,
+                trim=trim,
+                velocity=velocity,
+                lag=lag,
+            )
+        )
+
+    @classmethod
+    def from_imported(cls, logs: ImportedLogs) -> Dataset:
+        """The dataset of logs imported by :func:`lnn.ingest.read_csv` or :func:`lnn.ingest.read_rosbag`.
+
+        Parameters
+        ----------
+        logs : lnn.ingest.ImportedLogs
+
+        Returns
+        -------
+        Dataset
+            Energy unknown, no system name.
+        """
+        if not isinstance(logs, ImportedLogs):
+            raise TypeError(f"logs must be an lnn.ingest.ImportedLogs; got {type(logs).__name__}")
+        return cls(
+            t=logs.t,
+            q=logs.q,
+            qd=logs.qd,
+            qdd=logs.qdd,
+            tau=logs.tau,
+            trajectory=logs.trajectory,
+            angular=logs.angular,
+            dt=logs.dt,
+            derivative_span=logs.derivative_span,
+            joint_names=logs.joint_names,
+        )
 
     # --------------------------------------------------------------------- I/O
     def save(self, path, *, overwrite: bool = False) -> None:
@@ -664,6 +807,7 @@ class Dataset:
                 "angular": list(self.angular),
                 "dt": None if math.isnan(self.dt) else self.dt,
                 "derivative_span": None if math.isnan(self.derivative_span) else self.derivative_span,
+                "joint_names": None if self.joint_names is None else list(self.joint_names),
             },
             overwrite=overwrite,
         )
@@ -699,6 +843,7 @@ class Dataset:
                 angular=tuple(metadata.get("angular") or ()),
                 dt=metadata.get("dt"),
                 derivative_span=metadata.get("derivative_span"),
+                joint_names=metadata.get("joint_names"),  # absent from files written before: None
             )
         except (ValueError, TypeError) as exc:
             raise ValueError(f"{str(path)!r} holds an invalid dataset: {exc}") from exc
@@ -1374,6 +1519,23 @@ def _validate_seconds(name: str, value, *, zero: bool = False) -> float:
     return float(value)
 
 
+def _deal_blocks(fractions: np.ndarray, N: int, blocks: float, *, seed: int) -> np.ndarray:
+    """The part (0, 1, 2) of each of ``N`` consecutive samples, dealt in shuffled contiguous blocks.
+
+    Part ``k`` gets ``fractions[k] N`` samples (:func:`_apportion`) in
+    ``max(1, round(fractions[k] blocks))`` blocks of near-equal size.
+    """
+    sizes = _apportion(fractions, N)
+    labels, lengths = [], []
+    for k in np.flatnonzero(sizes > 0):
+        count = int(min(sizes[k], max(1, round(fractions[k] * blocks))))
+        split = np.full(count, sizes[k] // count) + (np.arange(count) < sizes[k] % count)
+        labels.extend([k] * count)
+        lengths.extend(split.tolist())
+    shuffled = np.random.default_rng(seed).permutation(len(labels))
+    return np.repeat(np.asarray(labels)[shuffled], np.asarray(lengths)[shuffled])
+
+
 def _apportion(fractions: np.ndarray, K: int) -> np.ndarray:
     """Integer counts summing to ``K`` close to ``fractions K``, >= 1 where the fraction is > 0."""
     exact = fractions * K
@@ -1384,6 +1546,18 @@ def _apportion(fractions: np.ndarray, K: int) -> np.ndarray:
         counts[i] += 1
         counts[np.argmax(counts)] -= 1
     return counts
+
+
+def _joint_names(names, n: int) -> tuple | None:
+    """``Dataset.joint_names``: None, or ``n`` distinct non-empty str."""
+    if names is None:
+        return None
+    if isinstance(names, str):
+        raise TypeError(f"Dataset.joint_names must be a sequence of {n} names or None; got {names!r}")
+    names = tuple(names)
+    if len(names) != n or not all(isinstance(x, str) and x for x in names) or len(set(names)) != n:
+        raise ValueError(f"Dataset.joint_names must be {n} distinct non-empty names or None; got {list(names)!r}")
+    return names
 
 
 def _jsonable(value):

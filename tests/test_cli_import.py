@@ -110,3 +110,34 @@ def test_import_needs_an_npz_output(tmp_path, capsys):
     log = _log(tmp_path / "a.csv")
     assert main(["import", str(log), *ARGS, "-o", str(tmp_path / "x.csv")]) == 2
     assert "must end in '.npz'" in capsys.readouterr().err
+
+
+def test_import_joint_names_and_lag_reach_the_library(tmp_path, capsys):
+    log = _log(tmp_path / "a.csv")
+    output = tmp_path / "data.npz"
+    code = main(["import", str(log), *ARGS, "-o", str(output), "--joints", "Joint1,Joint2", "--lag", "0.001"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "tau lag behind q:" in out and "shifted by 1 ms, 1 ms" in out and "joints Joint1,Joint2" in out
+    assert Dataset.load(output).joint_names == ("Joint1", "Joint2")
+    expected = import_csv(
+        log, time="time", q=["pos1", "pos2"], qd=["vel1", "vel2"], tau=["tau1", "tau2"], lag=1e-3
+    ).dataset
+    np.testing.assert_array_equal(Dataset.load(output).tau, expected.tau)
+    assert main(["import", str(log), *ARGS, "-o", str(tmp_path / "b.npz"), "--lag", "auto"]) == 0
+    assert Dataset.load(tmp_path / "b.npz").joint_names == ("pos1", "pos2")  # the named --q columns
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--q", "pos1,pos2", "--tau", "tau1,tau2"], "CSV logs need --time (the columns of the time"),
+        (ARGS + ["--topic", "/joint_states"], "--topic applies to ROS bags"),
+        (ARGS + ["--lag", "soon"], "--lag must be auto, a number of seconds or one per joint"),
+    ],
+)
+def test_import_options_that_do_not_fit_are_refused(tmp_path, capsys, args, message):
+    log = _log(tmp_path / "a.csv")
+    assert main(["import", str(log), *args, "-o", str(tmp_path / "x.npz")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("lnn import: error: ") and message in err

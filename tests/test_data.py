@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -600,3 +601,69 @@ def test_excitation_trajectories_reject_bad_arguments(options, error, message):
 def test_excitation_trajectories_need_inverse_dynamics():
     with pytest.raises(TypeError, match="system must have inverse_dynamics"):
         _excitation(object())
+
+
+# -------------------------------------------------------------- joint names
+
+
+def test_joint_names_are_checked_kept_saved_and_optional_in_old_files(tmp_path):
+    data = _recording(duration=1.0)
+    assert data.joint_names is None
+    named = Dataset(
+        t=data.t, q=data.q, qd=data.qd, qdd=data.qdd, tau=data.tau, trajectory=data.trajectory, joint_names=["a", "b"]
+    )
+    assert named.joint_names == ("a", "b") and named.subset([0]).joint_names == ("a", "b")
+    assert named.split(fractions=(0.5, 0.5, 0.0), by="time").train.joint_names == ("a", "b")
+    named.save(tmp_path / "named.npz")
+    assert Dataset.load(tmp_path / "named.npz").joint_names == ("a", "b")
+    for bad in (["a"], ["a", "a"], ["a", ""]):
+        with pytest.raises(ValueError, match=r"Dataset.joint_names must be 2 distinct non-empty names or None"):
+            Dataset(
+                t=data.t, q=data.q, qd=data.qd, qdd=data.qdd, tau=data.tau, trajectory=data.trajectory, joint_names=bad
+            )
+    # A file written before datasets had joint names (no such metadata) still loads, with None.
+    arrays = {name: getattr(data, name) for name in ("t", "q", "qd", "qdd", "tau", "trajectory", "energy")}
+    write_npz(tmp_path / "old.npz", arrays, kind="dataset", metadata={"system": "", "parameters": {}, "angular": []})
+    assert Dataset.load(tmp_path / "old.npz").joint_names is None
+
+
+# ------------------------------------------------------ validation on one log
+
+
+@pytest.mark.parametrize("span", [0.92, 0.25])
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_validation_on_one_recording_holds_out_its_share_and_loses_only_the_window(span, seed):
+    import warnings
+
+    from lnn.train._data import validation_split
+
+    # The log: 13 500 samples at 1 kHz; validation=0.1 held out 26.5 % and dropped 1 836 more samples.
+    data = _recording(duration=13.5, dt=1e-3, span=span)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        parts = validation_split(data, 0.1, seed=seed)
+    assert parts.by == "time"
+    # Stated tolerance: the validation share within 0.1 % of 10 % of the samples.
+    assert abs(len(parts.validation) / len(data) - 0.1) < 1e-3
+    # Lost: one derivative window per boundary between the parts (the validation block has one or two).
+    boundaries = parts.validation.n_trajectories + parts.train.n_trajectories - 1
+    assert parts.validation.n_trajectories == 1 and 1 <= boundaries <= 2
+    assert parts.dropped <= boundaries * math.ceil(span / 1e-3)
+    assert len(parts.train) + len(parts.validation) + parts.dropped == len(data)
+    train = np.sort(parts.train.t)
+    nearest = np.clip(np.searchsorted(train, parts.validation.t), 1, train.shape[0] - 1)
+    gaps = np.minimum(np.abs(train[nearest] - parts.validation.t), np.abs(train[nearest - 1] - parts.validation.t))
+    assert gaps.min() >= span - 1e-9
+
+
+def test_validation_on_two_recordings_holds_out_its_share():
+    import warnings
+
+    from lnn.train._data import validation_split
+
+    data = _recording(duration=6.0, dt=1e-3, span=0.3, trajectories=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        parts = validation_split(data, 0.2, seed=0)
+    assert abs(len(parts.validation) / len(data) - 0.2) < 1e-3
+    assert parts.dropped <= (parts.validation.n_trajectories + parts.train.n_trajectories - 1) * 300

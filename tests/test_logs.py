@@ -179,7 +179,7 @@ def test_the_window_follows_the_noise_and_the_rate_and_nearly_minimises_the_true
 def test_the_window_search_uses_scipys_savitzky_golay_coefficients(window, order, derivative):
     from scipy.signal import savgol_coeffs
 
-    from lnn.logs import _coefficients
+    from lnn.ingest.windows import _coefficients
 
     ours = _coefficients(window, order, derivative)
     # scipy's least squares loses digits on long windows (1e-8 of the largest coefficient at 401).
@@ -319,3 +319,160 @@ def test_bad_arguments_name_the_argument_and_the_value(good_log, options, error,
 def test_a_missing_file_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"no such log file: .*nothere\.csv"):
         import_csv(tmp_path / "nothere.csv", time="time", q=["q1"], tau=["tau1"])
+
+
+# ------------------------------------------------------------- held samples
+
+
+def sensor_log(rng, duration, *, rate, logger=1e-3, quantum=3.8e-4, torque_quantum=5.9e-3):
+    """A logger at ``logger`` s that repeats the latest reading of sensors updating at ``rate`` Hz.
+
+    Returns the logged ``t, q, tau`` and the sensor's own update instants.
+    """
+    t = np.arange(int(round(duration / logger)) + 1) * logger
+    t = t + np.concatenate([[0.0], rng.uniform(-0.1, 0.1, t.shape[0] - 1) * logger])
+    updates = rng.uniform(0.0, 1.0 / rate) + np.arange(int(duration * rate) + 2) / rate
+    updates = np.concatenate([[0.0], updates[updates < t[-1]]])
+    q = np.round((motion(updates) + rng.normal(0.0, 1e-4, (updates.shape[0], 2))) / quantum) * quantum
+    tau = np.round((torque(updates) + rng.normal(0.0, 2e-3, (updates.shape[0], 2))) / torque_quantum) * torque_quantum
+    latest = np.searchsorted(updates, t, side="right") - 1
+    return t, q[latest], tau[latest], updates
+
+
+def test_held_samples_are_not_samples_and_not_holes(tmp_path):
+    # A 1 kHz logger repeating sensors that update at 400 Hz: 60 % of the rows repeat the previous one.
+    rng = np.random.default_rng(4)
+    t, q, tau, updates = sensor_log(rng, 8.0, rate=400.0)
+    write_log(tmp_path / "held.csv", t, q, tau)
+    options = dict(time="time", q=["q1", "q2"], tau=["tau1", "tau2"])
+    result = import_csv(tmp_path / "held.csv", **options)
+    report = result.report.files[0]
+    planted = int(np.sum(np.all(np.column_stack([q, tau])[1:] == np.column_stack([q, tau])[:-1], axis=1)))
+    assert report.held == planted and planted > 0.55 * t.shape[0]
+    assert report.repeated == 0 and report.gaps == () and report.bridged == 0  # no holes: the logger ran
+    assert result.report.held == planted and "held samples (sensors not updated) not used" in report.format()
+    data = result.dataset
+    assert data.n_trajectories == 1 and data.dt == pytest.approx(1e-3, rel=1e-3)
+    # The held values are not measurements of their own time: used as samples (as before they were
+    # recognised), they doubled the error of the accelerations (measured 1.6 % and 1.9 % relative RMS; 0.8 %
+    # and 1.0 % without them).
+    true = motion(data.t, 2)
+    error = np.sqrt(np.mean((data.qdd - true) ** 2, axis=0)) / np.sqrt(np.mean(true**2, axis=0))
+    assert (error < 0.012).all(), error
+    assert max(report.window_qdd) * report.step < 0.25  # windows of the motion's time scale
+
+
+def test_a_robot_at_rest_with_quantised_sensors_stays_at_rest(tmp_path):
+    # 2 s of motion, 1.5 s at rest, 2 s of motion, at 500 Hz, the DFKI pendulum's quanta (3.8e-4 rad,
+    # 5.9e-3 N m) with noise of 0.4 quantum: at rest the readings flicker, and often repeat exactly.
+    rng = np.random.default_rng(6)
+    step = 2e-3
+    t = np.arange(0.0, 5.5, step)
+    moving = np.clip(t, None, 2.0) + np.clip(t - 3.5, 0.0, None)  # the motion's clock stops during the rest
+    q = np.round((motion(moving) + rng.normal(0.0, 0.4 * 3.8e-4, (t.shape[0], 2))) / 3.8e-4) * 3.8e-4
+    tau = np.round((torque(moving) + rng.normal(0.0, 0.4 * 5.9e-3, (t.shape[0], 2))) / 5.9e-3) * 5.9e-3
+    write_log(tmp_path / "rest.csv", t, q, tau)
+    result = import_csv(tmp_path / "rest.csv", time="time", q=["q1", "q2"], tau=["tau1", "tau2"], window=51)
+    report, data = result.report.files[0], result.dataset
+    repeats = np.all(np.column_stack([q, tau])[1:] == np.column_stack([q, tau])[:-1], axis=1)
+    assert repeats.sum() > 50 and 0 < report.held <= repeats.sum() and report.gaps == ()
+    # Dropping a repeated reading at rest loses nothing: its neighbours are equal or a quantum apart; long
+    # runs of one reading are a rest, kept as samples, so the spline does not bridge them by one arc.
+    rest = (data.t > 2.1) & (data.t < 3.4)
+    spread = np.abs(q[(t > 2.1) & (t < 3.4)] - motion(np.array([2.0]))).max()  # the readings': 1.5 quanta
+    assert np.abs(data.q[rest] - motion(np.array([2.0]))).max() <= spread + 0.25 * 3.8e-4
+    assert np.abs(data.qd[(data.t > 2.3) & (data.t < 3.2)]).max() < 0.02
+
+
+# ---------------------------------------------------------------- torque lag
+
+
+@pytest.fixture(scope="module")
+def arm_log(tmp_path_factory):
+    """A two-link arm (relative angles, viscous and Coulomb friction) following a prescribed excitation.
+
+    Sampled at 1 kHz; the torque stream lags the positions by 2.3 ms (the torque logged at ``t`` is the one
+    applied at ``t - 2.3 ms``). Positions quantised at 3.8e-4 rad with 1e-4 rad noise, torques with 1 % noise.
+    """
+    import simulations
+
+    arm = simulations.PlanarArm(
+        masses=(0.6, 0.6),
+        lengths=(0.3, 0.2),
+        friction=simulations.Friction(viscous=(0.01, 0.01), coulomb=(0.08, 0.06)),
+    )
+    fine = lnn.excitation_trajectories(
+        arm, n_trajectories=1, duration=12.0, dt=1e-4, seed=7, amplitude=1.0, frequencies=(0.2, 3.0), n_components=5
+    )
+    rng = np.random.default_rng(5)
+    rows = np.arange(300, len(fine) - 300, 10)  # 1 kHz
+    lag = 23  # fine steps: 2.3 ms
+    q = np.round((fine.q[rows] + rng.normal(0.0, 1e-4, (rows.shape[0], 2))) / 3.8e-4) * 3.8e-4
+    tau = fine.tau[rows - lag] + rng.normal(0.0, 0.01, (rows.shape[0], 2)) * fine.tau.std(axis=0)
+    path = tmp_path_factory.mktemp("arm") / "arm.csv"
+    write_log(path, fine.t[rows], q, tau)
+    return path, fine.t[rows], fine.tau[rows], 2.3e-3
+
+
+def test_the_torque_lag_is_estimated_to_a_fraction_of_a_sample(arm_log):
+    path, t, true_tau, lag = arm_log
+    options = dict(time="time", q=["q1", "q2"], tau=["tau1", "tau2"])
+    result = import_csv(path, **options)
+    report = result.report.files[0]
+    step = report.step
+    # Stated tolerance: a quarter of a sample (measured: 0.020 and 0.006), and a standard error below it.
+    np.testing.assert_allclose(report.torque_lag, lag, atol=0.25 * step)
+    assert all(0 < e < 0.25 * step for e in report.torque_lag_error)
+    assert report.torque_shift == (0.0, 0.0)  # estimated, not applied by default
+    assert "tau lag behind q: 2.3" in report.format() and "(not applied)" in report.format()
+    # Applied, the torques line up with the motion: their error against the true torque at the sample times
+    # falls from the lag's (2.3 ms of the torque's rate) to the noise's.
+    shifted = import_csv(path, lag="auto", **options)
+    assert shifted.report.files[0].torque_shift == pytest.approx(report.torque_lag)
+    by_hand = import_csv(path, lag=2.3e-3, **options)
+    assert by_hand.report.files[0].torque_shift == (2.3e-3, 2.3e-3)
+
+    def error(data):
+        truth = np.column_stack([np.interp(data.t, t - t[0], true_tau[:, j]) for j in range(2)])
+        return np.sqrt(np.mean((data.tau - truth) ** 2, axis=0)) / true_tau.std(axis=0)
+
+    before, after = error(result.dataset), error(shifted.dataset)
+    assert (after < 0.5 * before).all(), (before, after)
+    assert (np.abs(error(by_hand.dataset) - after) < 0.002).all()
+
+
+def test_no_lag_is_found_where_there_is_none(arm_log, tmp_path):
+    path, t, true_tau, _ = arm_log
+    table = np.loadtxt(path, delimiter=",", skiprows=1)
+    write_log(tmp_path / "aligned.csv", t, table[:, 1:3], true_tau)
+    report = import_csv(tmp_path / "aligned.csv", time="time", q=["q1", "q2"], tau=["tau1", "tau2"]).report.files[0]
+    np.testing.assert_allclose(report.torque_lag, 0.0, atol=0.25 * report.step)
+
+
+@pytest.mark.parametrize(
+    "lag, error, message",
+    [
+        ("late", ValueError, r"lag must be None, 'auto', a number of seconds or one per joint; got 'late'"),
+        (math.inf, ValueError, r"lag must be a finite number; got inf"),
+        ((1e-3, 2e-3, 3e-3), ValueError, r"lag must be None, 'auto', a number or 2 numbers \(one per joint\)"),
+        (object(), TypeError, r"lag must be None, 'auto', a number of seconds or one per joint"),
+    ],
+)
+def test_a_bad_lag_is_named(good_log, lag, error, message):
+    with pytest.raises(error, match=message):
+        import_csv(good_log, time="time", q=["q1", "q2"], tau=["tau1", "tau2"], lag=lag)
+
+
+# --------------------------------------------------------------- joint names
+
+
+def test_joint_names_come_from_named_position_columns(good_log, tmp_path):
+    named = import_csv(good_log, time="time", q=["q1", "q2"], tau=["tau1", "tau2"]).dataset
+    assert named.joint_names == ("q1", "q2")
+    assert import_csv(good_log, time=0, q=[1, 2], tau=[3, 4]).dataset.joint_names is None
+    given = lnn.Dataset.from_csv(good_log, time=0, q=[1, 2], tau=[3, 4], joints=["Joint1", "Joint2"])
+    assert given.joint_names == ("Joint1", "Joint2")
+    given.save(tmp_path / "d.npz")
+    assert lnn.Dataset.load(tmp_path / "d.npz").joint_names == ("Joint1", "Joint2")
+    with pytest.raises(ValueError, match=r"joints must be 2 names \(one per coordinate\); got \['Joint1'\]"):
+        import_csv(good_log, time=0, q=[1, 2], tau=[3, 4], joints=["Joint1"])

@@ -1,0 +1,124 @@
+"""Measured logs in: read, clean, resample and differentiate robot logs (numpy and scipy only).
+
+The pipeline behind :meth:`lnn.Dataset.from_csv`, :meth:`lnn.Dataset.from_rosbag`
+and ``lnn import``. It knows nothing of :class:`lnn.Dataset`: it returns the
+arrays (:class:`ImportedLogs`) that :meth:`lnn.Dataset.from_imported` turns into a
+dataset, and :mod:`lnn.logs` returns both with the report. Every source ends
+in one pipeline (:func:`lnn.ingest.pipeline.process`), file by file:
+
+1. **Read**: CSV columns by name or 0-based index (:func:`read_csv`; a
+   non-numeric or non-finite cell is an error naming the file, line, column
+   and cell; the delimiter is sniffed from the first line unless given; a
+   first line that does not parse as numbers is the header, a leading ``#``
+   ignored), or the ``sensor_msgs/msg/JointState`` messages of a topic of a
+   ROS bag (:func:`read_rosbag`: header stamp as the time, the bag's receive
+   time where the stamp is zero). A time stamp smaller than the previous one
+   is an error naming the row (message): nothing is re-ordered silently.
+2. **Repeated samples**: a row whose time stamp equals the previous one's is
+   dropped (the first is kept); the report counts them, and how many were
+   identical to the kept row in every column read.
+3. **Held samples**: a row that repeats the previous row in every column
+   read (``q``, ``tau`` and measured ``qd`` if read) under a later stamp is
+   a logger running faster than its sensors update (a 1 kHz loop logging
+   300-500 Hz sensors): it is not a measurement of its own time, so it is
+   not used as a sample (the spline runs through the rows where the values
+   changed), and it is no hole either (gaps are measured on all time stamps,
+   held rows included: the sensor was alive). Left in, the staircase of held
+   values looks like broadband noise, and the window rule then chooses far
+   longer windows (on a synthetic 1 kHz log of 300-500 Hz sensors, 0.22-0.25 s
+   instead of 0.10-0.11 s, with 6 times the error in ``qdd``). The rule is
+   safe on a robot at rest with quantised sensors (the DFKI pendulum:
+   positions in steps of 3.8e-4 rad, torques of 5.9e-3 N m), whose
+   consecutive readings can repeat exactly: such a row carries nothing that
+   its neighbours do not (at rest they are equal, or a quantum apart, so the
+   interpolation between them stays within the sensors' resolution), and a
+   run of held rows longer than 4 typical intervals between new samples
+   keeps its last row as a sample, so a long rest stays flat instead of
+   being bridged by one spline arc from the motion before to the motion
+   after. On the DFKI logs (500 Hz) 0-3 rows per file repeat ``q`` and
+   ``tau``, none when the measured velocities are read too.
+4. **Gaps**: the sampling step ``h`` is the mean of the time steps within
+   0.5-1.5 times their median (jitter averages out; holes are left out), the
+   median of the files' steps when they agree within 1 % (so that the
+   dataset has one ``dt``); ``step=`` overrides it. A hole longer than
+   ``max_gap`` splits the log into separate trajectories; shorter holes are
+   interpolated over. The default ``max_gap`` is ``max(3 h, W h / 4)`` with
+   ``W`` the smallest acceleration window of the file (step 6, chosen on
+   pieces split at holes of more than 20 steps): a hole shorter than a
+   quarter of the time over which the filter fits one polynomial costs the
+   fit little, and a longer one would have the filter smooth across missing
+   motion. The choice thus follows the signal's time scale, not a fixed
+   number of samples.
+5. **Resampling** onto the uniform grid ``t0 + k h`` of each piece: positions
+   (and measured velocities) by a cubic spline through the samples (fourth
+   order accurate, so the resampling error stays far below the noise and the
+   estimated accelerations are not biased by the jitter, as linear
+   interpolation's ``h^2 qdd / 8`` error pattern would be), torques linearly
+   (a torque can jump; linear interpolation never overshoots). Time stamps
+   within ``1e-6 h`` of the grid are snapped to it without interpolating.
+   Coordinates marked ``angular`` are unwrapped first (jumps of more than
+   ``pi`` between samples are taken as wraps of ``2 pi``).
+6. **Derivatives** ``qd`` and ``qdd`` by Savitzky–Golay filters of degree
+   ``order`` (4), with a window per coordinate and derivative chosen by
+   :func:`choose_window` to minimise the estimated error (noise plus bias)
+   of the derivative of the motion within its band (where 99.99 % of the
+   signal's variance lies), from the sampling rate and the measured spectrum
+   of the signal and its noise; ``window=`` overrides it. The dataset's
+   ``derivative_span`` is the widest window's span (s), which
+   :meth:`lnn.Dataset.split` keeps between time blocks of different parts.
+   Half a window is cut from each end of each piece (``trim=True``), where
+   the filter would fit one-sided polynomials with several times its error
+   in the interior. Pieces shorter than the window (plus the trim) are
+   dropped and counted.
+7. **Torque lag**: the lag of each torque column behind the positions is
+   estimated (:func:`estimate_torque_lag`, to a fraction of a sample, with
+   its standard error) and reported; ``lag="auto"`` (or a number of
+   seconds) shifts the torque stream by it before resampling. The default
+   shifts nothing.
+
+The :class:`ImportReport` says what was done, per file: rows read, repeated
+and held samples, gaps (where and how long), holes bridged, the step, the
+jitter, whether the data were resampled, the estimated noise, the windows,
+the torque lag and, when measured velocities are given, how they compare
+with the derivative of the positions (lag and relative mismatch).
+
+Measured velocities (``qd=`` columns, a bag's velocities) are, by default
+(``velocity="q"``), read and compared but not used: the dataset's ``qd`` and
+``qdd`` are the derivatives of the positions, which share the positions'
+time base. Motor drivers often report a backward difference or a filtered
+velocity, which lags the positions (half a step for a backward difference:
+on the DFKI double pendulum the lag measured 0.5 step, an error of 1 ms
+times the acceleration, larger than the filtered position derivative's
+noise). ``velocity="measured"`` uses the measured velocities instead,
+filtered by the same rule (derivative 0); ``qdd`` always comes from the
+positions. Torques are resampled but not filtered: their noise is the
+regression target's and averages out in a least-squares fit, whereas
+filtering them would not match the positions' filter.
+"""
+
+from lnn.ingest.clean import RawLog
+from lnn.ingest.lag import TorqueLag, estimate_torque_lag
+from lnn.ingest.options import Cleaning
+from lnn.ingest.pipeline import ImportedLogs, process
+from lnn.ingest.report import FileReport, Gap, ImportReport
+from lnn.ingest.rosbag import is_rosbag, read_rosbag
+from lnn.ingest.tables import read_csv
+from lnn.ingest.windows import DEFAULT_ORDER, WindowChoice, choose_window
+
+__all__ = [
+    "DEFAULT_ORDER",
+    "Cleaning",
+    "FileReport",
+    "Gap",
+    "ImportReport",
+    "ImportedLogs",
+    "RawLog",
+    "TorqueLag",
+    "WindowChoice",
+    "choose_window",
+    "estimate_torque_lag",
+    "is_rosbag",
+    "process",
+    "read_csv",
+    "read_rosbag",
+]

@@ -1,0 +1,218 @@
+"""The lag of a torque stream behind the positions: :func:`estimate_torque_lag`.
+
+A robot's torque and position streams often come from different sensors or
+drivers, and one may be logged a few milliseconds after the other. For the
+identification of inertias that lag matters: a torque ``tau(t - lambda)``
+regressed on ``qdd(t)`` misses ``lambda M dqdd/dt``, which at the top of the
+motion's band is as large as the noise of a well-filtered ``qdd``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["TorqueLag", "estimate_torque_lag"]
+
+#: Blocks of the log over which the spread of the estimates gives its standard error.
+LAG_BLOCKS = 8
+#: Fewest samples in a block (fewer blocks on short logs; no error below 3 blocks).
+LAG_BLOCK_SAMPLES = 500
+#: Most samples in the regression: longer logs are subsampled evenly (the features are smooth).
+LAG_ROWS = 20_000
+#: Relative eigenvalue below which the regression's Gram matrix is truncated (collinear features).
+GRAM_CUTOFF = 1e-12
+#: Up to this many coordinates, the velocity products also get the trigonometric factors.
+CORIOLIS_TRIG_DOF = 3
+
+
+@dataclass(frozen=True)
+class TorqueLag:
+    """The result of :func:`estimate_torque_lag`.
+
+    Attributes
+    ----------
+    lag : ndarray, shape ``(n,)``
+        Lag (s) of each torque column behind the positions: the torque logged
+        at ``t`` matches the motion at ``t - lag``. NaN where no minimum was
+        found within the searched shifts.
+    error : ndarray, shape ``(n,)``
+        Standard error (s) of each lag: the delete-one-block jackknife's
+        over ``blocks`` contiguous blocks of the log. NaN when fewer than 3
+        blocks fit.
+    blocks : int
+        Number of blocks.
+    max_shift : int
+        Largest shift searched (samples, both signs).
+    """
+
+    lag: np.ndarray
+    error: np.ndarray
+    blocks: int
+    max_shift: int
+
+
+def estimate_torque_lag(q, qd, qdd, tau, step: float, *, max_shift: int, skip: int = 0) -> TorqueLag:
+    """Estimate the lag of each torque column behind the positions, to a fraction of a sample.
+
+    The torque is regressed on features of the motion, shifted in time,
+    ``tau_j(t) ~ phi(t - lambda) theta_j``, and ``lambda_j`` minimises the
+    least-squares residual over the log (profiled over ``theta_j``). The
+    features span the rigid-body torque of an arm of up to three revolute
+    joints in relative coordinates (in the trigonometric functions of each
+    coordinate, ``g in {1, cos q_l, sin q_l}``):
+
+    - ``g qdd_k`` (inertia ``M(q) qdd``, ``M`` of first order in each ``g``);
+    - ``g qd_k qd_m`` (Coriolis and centrifugal; without ``g`` beyond
+      three coordinates, to keep the regression small);
+    - ``g g'`` (gravity, e.g. ``sin(q1 + q2)``);
+    - ``qd_k`` and ``tanh(qd_k / v_k)`` (viscous and Coulomb friction,
+      ``v_k`` a twentieth of the RMS velocity).
+
+    Shifting by ``delta`` changes the torque by ``delta dtau/dt``; the parts
+    of that change along the features (friction, gravity) are absorbed by
+    ``theta``, so what fixes ``lambda`` is the rate of the inertial torque,
+    ``M dqdd/dt``: this is the cross-correlation of the torque with ``qdd``
+    in the band where the inertial torque dominates, without having to find
+    that band. Features the torque needs but that are missing bias the
+    estimate (with only ``qdd, qd, q, sin q, cos q`` it was 1-2 samples off
+    on simulated two- and three-link arms; with these, at most 0.3). The
+    torque's own noise adds the same amount to the residual at every shift
+    (the smooth features are the ones interpolated, by cubic splines), so it
+    does not bias the minimum.
+
+    The residual is scanned over at most 17 whole shifts within
+    ``+-max_shift`` and followed downhill from the best of them one sample
+    at a time; a parabola through the minimum and its two neighbours gives
+    the fraction of a sample (the cost is quadratic
+    there, the motion's band lying far below the sampling rate). The
+    standard error is the delete-one-block jackknife's over up to 8
+    contiguous blocks of the log (the estimate repeated without each block):
+    it includes what the features leave out, not only the noise. Logs of
+    more than 20 000 samples are subsampled evenly for the regression.
+
+    Parameters
+    ----------
+    q, qd, qdd, tau : sequence of array_like, each of shape ``(T_i, n)``
+        Pieces of the log on a uniform grid of step ``step``: positions,
+        their derivatives and the torques.
+    step : float
+        The grid's step (s).
+    max_shift : int
+        Largest shift to search (samples, both signs, >= 1).
+    skip : int
+        Samples left out at each end of each piece (e.g. where the
+        derivative filters are one-sided).
+
+    Returns
+    -------
+    TorqueLag
+    """
+    from scipy.interpolate import CubicSpline
+
+    max_shift = max(1, int(max_shift))
+    margin = int(skip) + max_shift + 2
+    pieces = [
+        (np.asarray(a, float), np.asarray(b, float), np.asarray(c, float), np.asarray(d, float))
+        for a, b, c, d in zip(q, qd, qdd, tau)
+    ]
+    pieces = [p for p in pieces if p[0].shape[0] > 2 * margin + 1]
+    n = np.shape(tau[0])[1] if len(tau) else 0
+    nan = np.full(n, math.nan)
+    if not pieces:
+        return TorqueLag(lag=nan, error=nan, blocks=0, max_shift=max_shift)
+    total = sum(p[0].shape[0] - 2 * margin for p in pieces)
+    stride = max(1, math.ceil(total / LAG_ROWS))
+    v = 0.05 * np.sqrt(np.mean(np.concatenate([p[1] for p in pieces]) ** 2, axis=0)) + 1e-12
+    splines, rows, targets = [], [], []
+    for q_i, qd_i, qdd_i, tau_i in pieces:
+        T = q_i.shape[0]
+        splines.append(CubicSpline(np.arange(T, dtype=np.float64), _features(q_i, qd_i, qdd_i, v), axis=0))
+        kept = np.arange(margin, T - margin, stride)
+        rows.append(kept.astype(np.float64))
+        targets.append(tau_i[kept])
+    target = np.concatenate(targets)
+    count = max(1, min(LAG_BLOCKS, target.shape[0] // LAG_BLOCK_SAMPLES))
+    labels = np.minimum((np.arange(target.shape[0]) * count) // target.shape[0], count - 1)
+    scale = np.concatenate([s(r) for s, r in zip(splines, rows)]).std(axis=0)
+    scale[scale == 0] = 1.0  # the constant column
+    cache: dict = {}
+
+    def cost(shift: int, *, blocks: bool = False) -> np.ndarray:
+        """Residuals ``(n,)`` at a shift; ``blocks``: ``(count + 1, n)``, each block left out, then none."""
+        key = (shift, blocks)
+        if key not in cache:
+            phi = np.concatenate([s(r - shift) for s, r in zip(splines, rows)]) / scale
+            if not blocks:
+                cache[key] = _residual(*_sums(phi, target))
+            else:
+                sums = [_sums(phi[labels == b], target[labels == b]) for b in range(count)]
+                whole = [sum(parts) for parts in zip(*sums)]
+                rest = [[w - part for w, part in zip(whole, block)] for block in sums]
+                cache[key] = np.vstack([_residual(*parts) for parts in (*rest, whole)])
+        return cache[key]
+
+    lag, error = nan.copy(), nan.copy()
+    for j in range(n):
+        best = _search(lambda s, j=j: cost(s)[j], max_shift)
+        if best is None:
+            continue  # the minimum lies at the edge of the search: no estimate
+        values = np.array([cost(best + d, blocks=count >= 3)[..., j] for d in (-1, 0, 1)])  # (3, [count + 1])
+        values = values.reshape(3, -1)
+        lag[j] = (best + _vertex(values[:, -1], 1.0)) * step
+        if count >= 3:  # delete-one-block jackknife
+            others = np.array([best + _vertex(values[:, b], max_shift) for b in range(count)])
+            spread = float(np.sum((others - others.mean()) ** 2))
+            error[j] = math.sqrt((count - 1) / count * spread) * step
+    return TorqueLag(lag=lag, error=error, blocks=count, max_shift=max_shift)
+
+
+def _search(cost, max_shift: int):
+    """The whole shift ``|s| < max_shift`` of the smallest ``cost(s)``; None when it lies at the edge.
+
+    ``cost`` is scanned on a grid of at most 17 shifts over ``[-max_shift, max_shift]``, then
+    followed downhill from the grid's best one sample at a time.
+    """
+    stride = max(1, max_shift // 8)
+    grid = sorted(set(range(0, max_shift + 1, stride)) | set(range(0, -max_shift - 1, -stride)))
+    best = min(grid, key=cost)
+    while abs(best) < max_shift:
+        left, here, right = cost(best - 1), cost(best), cost(best + 1)
+        if here <= left and here <= right:
+            return best
+        best += -1 if left < right else 1
+    return None
+
+
+def _features(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """The regression's features ``phi (T, p)`` (see :func:`estimate_torque_lag`)."""
+    n = q.shape[1]
+    trig = [np.ones(q.shape[0]), *np.cos(q).T, *np.sin(q).T]
+    products = np.column_stack([qd[:, a] * qd[:, b] for a in range(n) for b in range(a, n)])
+    columns = [g[:, None] * qdd for g in trig]
+    columns += [g[:, None] * products for g in (trig if n <= CORIOLIS_TRIG_DOF else trig[:1])]
+    gravity = np.column_stack([a * b for i, a in enumerate(trig) for b in trig[i:]])
+    return np.column_stack([*columns, gravity, qd, np.tanh(qd / v)])
+
+
+def _sums(phi: np.ndarray, target: np.ndarray) -> tuple:
+    """Normal-equation sums of ``phi (N, p)``, ``target (N, n)``: ``phi'phi``, ``phi'target``, ``|target|^2``."""
+    return phi.T @ phi, phi.T @ target, np.sum(target**2, axis=0)
+
+
+def _residual(gram: np.ndarray, cross: np.ndarray, squares: np.ndarray) -> np.ndarray:
+    """Least-squares residual sum of squares ``(n,)`` from the sums of :func:`_sums`."""
+    values, vectors = np.linalg.eigh(gram)
+    keep = values > GRAM_CUTOFF * values.max()
+    projected = (vectors[:, keep].T @ cross) / np.sqrt(values[keep])[:, None]
+    return squares - np.sum(projected**2, axis=0)
+
+
+def _vertex(values: np.ndarray, limit: float) -> float:
+    """Offset of the minimum of the parabola through ``values (3,)`` at -1, 0, 1, within ``+-limit``."""
+    curvature = values[0] - 2.0 * values[1] + values[2]
+    if curvature <= 0:  # no minimum: the farther edge on the lower side
+        return math.copysign(limit, values[0] - values[2]) if values[0] != values[2] else 0.0
+    return float(np.clip(0.5 * (values[0] - values[2]) / curvature, -limit, limit))
