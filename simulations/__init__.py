@@ -7,7 +7,9 @@ Every system is a frozen dataclass of its physical parameters with the
 ``positions``, ``sample_state`` and ``parameters``. :class:`PlanarArm` and
 :class:`URDFRobot` accept joint friction (:class:`Friction`: viscous, smooth
 Coulomb and a torque offset, the model of ``lnn``'s friction terms and of
-``lnn.baseline.least_squares``); :func:`panda` accepts a :class:`Payload`.
+``lnn.baseline.least_squares``; or :class:`StribeckFriction`: Stribeck,
+asymmetric and position-dependent, a ground truth outside that family);
+:func:`panda` accepts a :class:`Payload`.
 
 :data:`SYSTEMS` maps each built-in name to a factory;
 :func:`make_system` builds one by name with keyword parameters.
@@ -20,7 +22,7 @@ from typing import Any
 
 from simulations.base import State
 from simulations.cart_pole import CartPole
-from simulations.friction import FRICTION_VELOCITY, Friction
+from simulations.friction import FRICTION_VELOCITY, Friction, StribeckFriction
 from simulations.pendulum import DoublePendulum, NPendulum, Pendulum
 from simulations.planar_arm import PlanarArm
 from simulations.urdf import Payload, URDFRobot, example_robot_data_path, panda, undefined_links
@@ -28,6 +30,7 @@ from simulations.urdf import Payload, URDFRobot, example_robot_data_path, panda,
 __all__ = [
     "State",
     "Friction",
+    "StribeckFriction",
     "FRICTION_VELOCITY",
     "Payload",
     "undefined_links",

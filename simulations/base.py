@@ -12,11 +12,12 @@ vectorised interface of the ``lnn.MechanicalSystem`` protocol from them:
 energies, forward dynamics (``np.linalg.solve`` on the stacked mass
 matrices), inverse dynamics and a finite-difference acceleration Jacobian.
 
-A system with a ``friction`` field (a :class:`simulations.Friction` or
-``None``) gets joint friction in every public dynamics method: the hooks
-describe the frictionless rigid body, and the base adds the friction torque
-``tau_f(qd) + o`` to ``bias_force`` and ``inverse_dynamics`` and subtracts it
-from the applied torque in ``acceleration`` and ``acceleration_jacobian``.
+A system with a ``friction`` field (a :class:`simulations.Friction`, a
+:class:`simulations.StribeckFriction` or ``None``) gets joint friction in
+every public dynamics method: the hooks describe the frictionless rigid body,
+and the base adds the friction torque ``tau_f(q, qd) + o`` to ``bias_force``
+and ``inverse_dynamics`` and subtracts it from the applied torque in
+``acceleration`` and ``acceleration_jacobian``.
 The energy is unchanged (friction is a generalized force, not a potential).
 """
 
@@ -29,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from simulations.friction import Friction, as_friction
+from simulations.friction import Friction, StribeckFriction, as_friction
 
 __all__ = ["MechanicalBase", "State", "as_rng"]
 
@@ -144,7 +145,7 @@ def _as_float(name: str, value: Any) -> float:
 
 
 def _jsonable(value: Any) -> Any:
-    if isinstance(value, Friction):
+    if isinstance(value, (Friction, StribeckFriction)):
         return value.parameters()
     if isinstance(value, (tuple, list)):
         return [_jsonable(v) for v in value]
@@ -189,20 +190,20 @@ class MechanicalBase:
         return np.linalg.solve(self._mass_matrix(q), rhs[..., None])[..., 0]
 
     # --------------------------------------------------------------- friction
-    def _friction_torque(self, qd: np.ndarray) -> np.ndarray | None:
-        """``tau_f(qd) + o`` of the system's ``friction`` field, ``None`` without friction."""
+    def _friction_torque(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray | None:
+        """``tau_f(q, qd) + o`` of the system's ``friction`` field, ``None`` without friction."""
         friction = getattr(self, "friction", None)
-        return None if friction is None else friction.torque(qd)
+        return None if friction is None else friction.torque(qd, q=q)
 
     def _forward(self, q: np.ndarray, qd: np.ndarray, tau: np.ndarray | None) -> np.ndarray:
-        """Forward dynamics with friction: ``_acceleration`` of ``tau - tau_f(qd) - o``."""
-        torque = self._friction_torque(qd)
+        """Forward dynamics with friction: ``_acceleration`` of ``tau - tau_f(q, qd) - o``."""
+        torque = self._friction_torque(q, qd)
         if torque is not None:
             tau = -torque if tau is None else tau - torque
         return self._acceleration(q, qd, tau)
 
     def _check_friction(self) -> None:
-        """Normalise the ``friction`` field (``Friction``, its dict or ``None``) in ``__post_init__``."""
+        """Normalise the ``friction`` field (a friction model, its dict or ``None``) in ``__post_init__``."""
         friction = as_friction(getattr(self, "friction", None))
         object.__setattr__(self, "friction", friction)
 
@@ -342,7 +343,7 @@ class MechanicalBase:
         """
         q, qd, qdd = self._check_many(q=q, qd=qd, qdd=qdd)
         tau = self._inverse_dynamics(q, qd, qdd)
-        torque = self._friction_torque(qd)
+        torque = self._friction_torque(q, qd)
         return tau if torque is None else tau + torque
 
     def bias_force(self, q: Any, qd: Any) -> np.ndarray:
@@ -358,7 +359,7 @@ class MechanicalBase:
         """
         q, qd = self._check_many(q=q, qd=qd)
         bias = self._bias(q, qd)
-        torque = self._friction_torque(qd)
+        torque = self._friction_torque(q, qd)
         return bias if torque is None else bias + torque
 
     def positions(self, q: Any) -> np.ndarray:

@@ -14,7 +14,7 @@ from simulations.base import (
     check_nonnegative,
     check_positive_sequence,
 )
-from simulations.friction import Friction
+from simulations.friction import FrictionModel
 from simulations.pendulum import chain_bias, chain_mass_matrix, chain_points, chain_potential
 
 __all__ = ["PlanarArm"]
@@ -32,8 +32,9 @@ class PlanarArm(MechanicalBase):
     Joint angles ``q`` are **relative** to the previous link, the first one
     measured from the downward vertical (``q = 0`` hangs straight down);
     ``tau`` are the motor torques at the joints; ``damping`` adds viscous
-    joint friction ``-damping * qd`` and ``friction`` per-joint viscous,
-    Coulomb and offset torques (:class:`simulations.Friction`). Link ``i`` is a uniform rod of mass
+    joint friction ``-damping * qd`` and ``friction`` per-joint friction
+    torques (:class:`simulations.Friction`: viscous, Coulomb and offset, or
+    :class:`simulations.StribeckFriction`). Link ``i`` is a uniform rod of mass
     ``m_i`` and length ``l_i`` (inertia ``m_i l_i^2 / 12`` about its centre).
 
     The dynamics are in closed form. In absolute link angles
@@ -58,9 +59,9 @@ class PlanarArm(MechanicalBase):
         Gravitational acceleration in m/s^2 (>= 0).
     damping : float
         Viscous joint friction coefficient in N m s/rad (>= 0), the same for every joint.
-    friction : Friction or dict, optional
-        Per-joint friction ``tau_f(qd) + o`` that the motors must overcome, on
-        top of ``damping`` (a dict is ``Friction.parameters()``, as stored in
+    friction : Friction, StribeckFriction or dict, optional
+        Per-joint friction ``tau_f(q, qd) + o`` that the motors must overcome, on
+        top of ``damping`` (a dict is the model's ``parameters()``, as stored in
         datasets). ``energy`` ignores it.
 
     Notes
@@ -73,7 +74,7 @@ class PlanarArm(MechanicalBase):
     lengths: tuple[float, ...] = (1.0, 1.0)
     g: float = 9.81
     damping: float = 0.0
-    friction: Friction | None = None
+    friction: FrictionModel | None = None
     _a: np.ndarray = field(init=False, repr=False, compare=False)
     _b: np.ndarray = field(init=False, repr=False, compare=False)
 

@@ -4,7 +4,7 @@ Pinocchio's Python API evaluates one configuration per call, so every method
 loops over the flattened batch and restores the batch shape; the model is
 parsed once, lazily, and cached on the (frozen) instance
 (:attr:`URDFRobot.pinocchio_model`). A robot may carry joint friction
-(:class:`simulations.Friction`) and a rigid payload the URDF does not know
+(:class:`simulations.Friction` or :class:`simulations.StribeckFriction`) and a rigid payload the URDF does not know
 (:class:`Payload`).
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from simulations.base import MechanicalBase, State, as_rng, check_nonnegative, check_positive
-from simulations.friction import Friction
+from simulations.friction import FrictionModel
 
 __all__ = ["URDFRobot", "Payload", "panda", "example_robot_data_path", "undefined_links"]
 
@@ -226,9 +226,10 @@ class URDFRobot(MechanicalBase):
         Gravity vector in the base frame, m/s^2.
     name : str
         Registry name of the robot (``"urdf"``, or ``"panda"`` for :func:`panda`).
-    friction : Friction or dict, optional
-        Joint friction ``tau_f(qd) + o`` that the motors must overcome
-        (:class:`simulations.Friction`); ``energy`` ignores it.
+    friction : Friction, StribeckFriction or dict, optional
+        Joint friction ``tau_f(q, qd) + o`` that the motors must overcome
+        (:class:`simulations.Friction` or :class:`simulations.StribeckFriction`,
+        or its ``parameters()`` dict); ``energy`` ignores it.
     payload : Payload or dict, optional
         A rigid body added to the model (:class:`Payload`), e.g. a tool or a
         grasped object that the URDF does not know.
@@ -250,7 +251,7 @@ class URDFRobot(MechanicalBase):
     locked_joints: tuple[str, ...] = ()
     gravity: tuple[float, float, float] = (0.0, 0.0, -9.81)
     name: str = "urdf"
-    friction: Friction | None = None
+    friction: FrictionModel | None = None
     payload: Payload | None = None
     missing_links: str = "error"
     _cache: Any = field(default=None, init=False, repr=False, compare=False)
@@ -284,7 +285,7 @@ class URDFRobot(MechanicalBase):
         gravity: tuple[float, float, float] = (0.0, 0.0, -9.81),
         *,
         name: str = "urdf",
-        friction: Friction | None = None,
+        friction: FrictionModel | None = None,
         payload: Payload | None = None,
         missing_links: str = "error",
     ) -> URDFRobot:
@@ -300,8 +301,8 @@ class URDFRobot(MechanicalBase):
             Gravity vector in the base frame, m/s^2.
         name : str
             Registry name recorded with datasets.
-        friction : Friction, optional
-            Joint friction (:class:`simulations.Friction`).
+        friction : Friction or StribeckFriction, optional
+            Joint friction (:class:`simulations.Friction`, :class:`simulations.StribeckFriction`).
         payload : Payload, optional
             A rigid body added to the model (:class:`Payload`).
         missing_links : {"error", "add"}
@@ -519,23 +520,26 @@ class URDFRobot(MechanicalBase):
         if tau is None:
             tau = np.zeros_like(q)
         n = model.nv
-        torque = self._friction_torque(qd)
-        if torque is None:
+        friction = self.friction
+        if friction is None:
 
             def _one(qi, vi, ti):
                 ddq_dq, ddq_dv, _ = pin.computeABADerivatives(model, data, qi, vi, ti)
                 return np.concatenate([ddq_dq, ddq_dv], axis=1)
 
             return self._loop(_one, (n, 2 * n), q, qd, tau)
-        # qdd = aba(q, qd, tau - tau_f(qd) - o): d/dqd gains -M^-1 diag(d tau_f / d qd).
-        slope = self.friction.torque_derivative(qd)
+        # qdd = aba(q, qd, tau - tau_f(q, qd) - o): d/dq gains -M^-1 diag(d tau_f / d q) and
+        # d/dqd gains -M^-1 diag(d tau_f / d qd) (friction acts per joint: both Jacobians are diagonal).
+        torque = friction.torque(qd, q=q)
+        slope = friction.torque_derivative(qd, q=q)
+        position_slope = friction.position_derivative(qd, q=q)
 
-        def _with_friction(qi, vi, ti, si):
+        def _with_friction(qi, vi, ti, si, di):
             ddq_dq, ddq_dv, minv = pin.computeABADerivatives(model, data, qi, vi, ti)
             minv = np.triu(minv) + np.triu(minv, 1).T
-            return np.concatenate([ddq_dq, ddq_dv - minv * si[None, :]], axis=1)
+            return np.concatenate([ddq_dq - minv * di[None, :], ddq_dv - minv * si[None, :]], axis=1)
 
-        return self._loop(_with_friction, (n, 2 * n), q, qd, tau - torque, slope)
+        return self._loop(_with_friction, (n, 2 * n), q, qd, tau - torque, slope, position_slope)
 
     def sample_state(self, n: int, *, rng: Any = None, margin: float = 0.05, velocity_scale: float = 1.0) -> State:
         """Sample ``n`` states uniformly within the joint limits.
@@ -583,7 +587,7 @@ def panda(
     path: str | os.PathLike | None = None,
     locked_joints: tuple[str, ...] = _PANDA_FINGERS,
     gravity: tuple[float, float, float] = (0.0, 0.0, -9.81),
-    friction: Friction | None = None,
+    friction: FrictionModel | None = None,
     payload: Payload | None = None,
 ) -> URDFRobot:
     """The 7-DOF Franka Emika Panda of ``example-robot-data``, fingers locked closed.
@@ -598,8 +602,9 @@ def panda(
         seven arm joints (``n_dof = 7``).
     gravity : sequence of 3 float
         Gravity vector in the base frame, m/s^2.
-    friction : Friction or dict, optional
-        Joint friction of the seven joints (:class:`simulations.Friction`).
+    friction : Friction, StribeckFriction or dict, optional
+        Joint friction of the seven joints (:class:`simulations.Friction` or
+        :class:`simulations.StribeckFriction`).
     payload : Payload or dict, optional
         A load the URDF does not know, e.g.
         ``Payload(mass=0.8, com=(0, 0, 0.1), frame="panda_hand")`` for 0.8 kg
