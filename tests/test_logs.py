@@ -441,6 +441,22 @@ def test_the_torque_lag_is_estimated_to_a_fraction_of_a_sample(arm_log):
     assert (np.abs(error(by_hand.dataset) - after) < 0.002).all()
 
 
+def test_the_files_lags_are_pooled_and_their_disagreement_shows(arm_log):
+    import dataclasses
+
+    path, _, _, lag = arm_log
+    report = import_csv([path, path], time="time", q=["q1", "q2"], tau=["tau1", "tau2"]).report
+    np.testing.assert_allclose(report.torque_lag, report.files[0].torque_lag, rtol=1e-9)
+    assert report.torque_lag_spread == (0.0, 0.0) and "tau lag behind q over the files: 2.3" in report.format()
+    # Two logs that disagree far beyond their errors: the spread between them, not their errors, decides.
+    first = dataclasses.replace(report.files[0], torque_lag=(1e-3, 1e-3), torque_lag_error=(1e-4, 1e-4))
+    second = dataclasses.replace(report.files[0], torque_lag=(5e-3, 1.2e-3), torque_lag_error=(1e-4, 1e-4))
+    pooled = dataclasses.replace(report, files=(first, second))
+    np.testing.assert_allclose(pooled.torque_lag, (3e-3, 1.1e-3), rtol=1e-9)
+    assert pooled.torque_lag_spread[0] == pytest.approx(math.sqrt(8e-6 - 1e-8), rel=1e-9)  # DerSimonian-Laird
+    assert pooled.torque_lag_error[0] > 1.9e-3 and pooled.torque_lag_spread[1] == pytest.approx(math.sqrt(2e-8 - 1e-8))
+
+
 def test_no_lag_is_found_where_there_is_none(arm_log, tmp_path):
     path, t, true_tau, _ = arm_log
     table = np.loadtxt(path, delimiter=",", skiprows=1)

@@ -88,9 +88,12 @@ def estimate_torque_lag(q, qd, qdd, tau, step: float, *, max_shift: int, skip: i
     at a time; a parabola through the minimum and its two neighbours gives
     the fraction of a sample (the cost is quadratic
     there, the motion's band lying far below the sampling rate). The
-    standard error is the delete-one-block jackknife's over up to 8
-    contiguous blocks of the log (the estimate repeated without each block):
-    it includes what the features leave out, not only the noise. Logs of
+    standard error is the larger of two: the half-width of the profile
+    interval (the shifts whose residual stays within one unit of chi-square
+    of the minimum, counting the residual's samples as independent only as
+    far as its autocorrelation allows, and widened to any other evaluated
+    shift under that level: a flat residual or a second valley shows), and the delete-one-block jackknife's over up to 8
+    contiguous blocks of the log (the estimate repeated without each block). Logs of
     more than 20 000 samples are subsampled evenly for the regression.
 
     Parameters
@@ -161,12 +164,58 @@ def estimate_torque_lag(q, qd, qdd, tau, step: float, *, max_shift: int, skip: i
             continue  # the minimum lies at the edge of the search: no estimate
         values = np.array([cost(best + d, blocks=count >= 3)[..., j] for d in (-1, 0, 1)])  # (3, [count + 1])
         values = values.reshape(3, -1)
-        lag[j] = (best + _vertex(values[:, -1], 1.0)) * step
+        vertex = best + _vertex(values[:, -1], 1.0)
+        lag[j] = vertex * step
+        phi = np.concatenate([s(r - best) for s, r in zip(splines, rows)]) / scale
+        spread = _profile_halfwidth(
+            {shift: v[j] for (shift, blocks), v in cache.items() if not blocks},
+            vertex,
+            values[:, -1],
+            _effective_count(phi, target[:, j]),
+        )
         if count >= 3:  # delete-one-block jackknife
             others = np.array([best + _vertex(values[:, b], max_shift) for b in range(count)])
-            spread = float(np.sum((others - others.mean()) ** 2))
-            error[j] = math.sqrt((count - 1) / count * spread) * step
+            spread = max(spread, math.sqrt((count - 1) / count * float(np.sum((others - others.mean()) ** 2))))
+        error[j] = spread * step
     return TorqueLag(lag=lag, error=error, blocks=count, max_shift=max_shift)
+
+
+def _effective_count(phi: np.ndarray, target: np.ndarray) -> float:
+    """Independent samples in the residual of ``target (N,)`` on ``phi (N, p)``: ``N / tau``.
+
+    ``tau = 1 + 2 sum_k rho_k`` is the residual's integrated autocorrelation time (summed up to
+    the first lag where ``rho_k < 0.05``): white torque noise leaves ``N``; what the features miss
+    of a smooth torque is correlated over several samples, and counts for fewer.
+    """
+    coefficients = np.linalg.lstsq(phi, target, rcond=None)[0]
+    residual = target - phi @ coefficients
+    residual = residual - residual.mean()
+    N = residual.shape[0]
+    spectrum = np.fft.rfft(residual, 2 * N)
+    correlation = np.fft.irfft(spectrum * np.conj(spectrum))[:N]
+    if correlation[0] <= 0:
+        return float(N)
+    correlation = correlation / correlation[0]
+    small = np.flatnonzero(correlation < 0.05)
+    stop = int(small[0]) if small.size else N
+    return max(1.0, N / (1.0 + 2.0 * float(correlation[1:stop].sum())))
+
+
+def _profile_halfwidth(costs: dict, vertex: float, values: np.ndarray, count: float) -> float:
+    """Half-width (samples) of the shifts whose residual lies within one standard deviation of the minimum's.
+
+    The residual sum of squares ``J`` of ``count`` independent samples rises by ``J_min / count``
+    (one unit of chi-square) over the 68 % interval of the shift: from the parabola through
+    ``values (3,)`` around the minimum, widened to every evaluated shift (``costs``: shift ->
+    ``J``) that stays under that level, so that a flat cost or a second valley shows.
+    """
+    curvature = 0.5 * (values[0] - 2.0 * values[1] + values[2])
+    offset = vertex - round(vertex)
+    minimum = values[1] - curvature * offset**2 if curvature > 0 else values.min()
+    level = minimum * (1.0 + 1.0 / count)
+    width = math.sqrt((level - minimum) / curvature) if curvature > 0 else math.inf
+    within = [abs(shift - vertex) for shift, value in costs.items() if value <= level]
+    return max([width, *within])
 
 
 def _search(cost, max_shift: int):

@@ -210,6 +210,53 @@ class ImportReport:
         return sum(len(f.gaps) for f in self.files)
 
     @property
+    def torque_lag(self) -> tuple:
+        """The torque lag (s) per joint over all files (a random-effects mean of the files' estimates).
+
+        Each file's estimate is weighted by ``1 / (error^2 + s^2)``, with ``s``
+        the spread between the files beyond their own errors
+        (:attr:`torque_lag_spread`; DerSimonian and Laird's estimate): a lag
+        that is a property of the robot should not change from log to log,
+        and where the files disagree, their spread, not the most confident
+        file, decides. NaN for a joint without an estimate in any file.
+        """
+        return tuple(mean for mean, _, _ in self._pooled_lags())
+
+    @property
+    def torque_lag_error(self) -> tuple:
+        """Standard error (s) of :attr:`torque_lag` per joint (including the spread between the files)."""
+        return tuple(error for _, error, _ in self._pooled_lags())
+
+    @property
+    def torque_lag_spread(self) -> tuple:
+        """Standard deviation (s) of the lag between the files beyond their own errors, per joint (0: they agree)."""
+        return tuple(spread for _, _, spread in self._pooled_lags())
+
+    def _pooled_lags(self) -> list:
+        """``(mean, error, spread)`` per joint, in seconds (see :attr:`torque_lag`)."""
+        n = max((len(f.torque_lag) for f in self.files), default=0)
+        pooled = []
+        for j in range(n):
+            pairs = [
+                (f.torque_lag[j], max(f.torque_lag_error[j], 1e-12))
+                for f in self.files
+                if len(f.torque_lag) > j and math.isfinite(f.torque_lag[j]) and math.isfinite(f.torque_lag_error[j])
+            ]
+            if not pairs:
+                pooled.append((math.nan, math.nan, math.nan))
+                continue
+            lags = [lag for lag, _ in pairs]
+            weights = [1.0 / error**2 for _, error in pairs]
+            fixed = sum(w * x for w, x in zip(weights, lags)) / sum(weights)
+            q = sum(w * (x - fixed) ** 2 for w, x in zip(weights, lags))
+            c = sum(weights) - sum(w * w for w in weights) / sum(weights)
+            spread2 = max(0.0, (q - (len(pairs) - 1)) / c) if c > 0 else 0.0
+            weights = [1.0 / (error**2 + spread2) for _, error in pairs]
+            mean = sum(w * x for w, x in zip(weights, lags)) / sum(weights)
+            pooled.append((mean, 1.0 / math.sqrt(sum(weights)), math.sqrt(spread2)))
+        return pooled
+
+    @property
     def samples(self) -> int:
         """Samples of the dataset."""
         return sum(f.samples for f in self.files)
@@ -223,4 +270,14 @@ class ImportReport:
             f"{self.gaps} gap(s); Savitzky-Golay order {self.order}, qd from "
             f"{'the positions' if self.velocity == 'q' else 'the measured velocities'}"
         )
-        return "\n".join([f.format() for f in self.files] + [total])
+        lines = [f.format() for f in self.files] + [total]
+        if len(self.files) > 1 and self.torque_lag:
+            lines.append(
+                "tau lag behind q over the files: "
+                + ", ".join(
+                    _lag_text(lag, err)
+                    + ("" if math.isnan(spread) else f" (spread between files {spread * 1e3:.2g} ms)")
+                    for lag, err, spread in self._pooled_lags()
+                )
+            )
+        return "\n".join(lines)
