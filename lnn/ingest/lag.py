@@ -20,8 +20,12 @@ __all__ = ["TorqueLag", "estimate_torque_lag"]
 LAG_BLOCKS = 8
 #: Fewest samples in a block (fewer blocks on short logs; no error below 3 blocks).
 LAG_BLOCK_SAMPLES = 500
-#: Most samples in the regression: longer logs are subsampled evenly (the features are smooth).
-LAG_ROWS = 20_000
+#: Samples times features squared per evaluation of the regression: longer logs (or more joints)
+#: are subsampled evenly (the features are smooth). 2e8: a 2-DOF log (44 features) keeps 100 000
+#: samples; a 7-DOF one (267 features) 2 800, which keeps its estimate to a few seconds.
+LAG_BUDGET = 2e8
+#: Fewest samples kept by that subsampling.
+LAG_MIN_ROWS = 2000
 #: Relative eigenvalue below which the regression's Gram matrix is truncated (collinear features).
 GRAM_CUTOFF = 1e-12
 #: Up to this many coordinates, the velocity products also get the trigonometric factors.
@@ -80,7 +84,7 @@ def estimate_torque_lag(q, qd, qdd, tau, step: float, *, max_shift: int, skip: i
     estimate (with only ``qdd, qd, q, sin q, cos q`` it was 1-2 samples off
     on simulated two- and three-link arms; with these, at most 0.3). The
     torque's own noise adds the same amount to the residual at every shift
-    (the smooth features are the ones interpolated, by cubic splines), so it
+    (the smooth motion is what is interpolated, by cubic splines), so it
     does not bias the minimum.
 
     The residual is scanned over at most 17 whole shifts within
@@ -92,9 +96,11 @@ def estimate_torque_lag(q, qd, qdd, tau, step: float, *, max_shift: int, skip: i
     interval (the shifts whose residual stays within one unit of chi-square
     of the minimum, counting the residual's samples as independent only as
     far as its autocorrelation allows, and widened to any other evaluated
-    shift under that level: a flat residual or a second valley shows), and the delete-one-block jackknife's over up to 8
-    contiguous blocks of the log (the estimate repeated without each block). Logs of
-    more than 20 000 samples are subsampled evenly for the regression.
+    shift under that level: a flat residual or a second valley shows), and
+    the delete-one-block jackknife's over up to 8 contiguous blocks of the
+    log (the estimate repeated without each block). Long logs of many
+    joints are subsampled evenly for the regression (at most ``2e8 / p^2``
+    samples for ``p`` features, and at least 2 000), which bounds its cost.
 
     Parameters
     ----------
@@ -127,19 +133,26 @@ def estimate_torque_lag(q, qd, qdd, tau, step: float, *, max_shift: int, skip: i
     if not pieces:
         return TorqueLag(lag=nan, error=nan, blocks=0, max_shift=max_shift)
     total = sum(p[0].shape[0] - 2 * margin for p in pieces)
-    stride = max(1, math.ceil(total / LAG_ROWS))
     v = 0.05 * np.sqrt(np.mean(np.concatenate([p[1] for p in pieces]) ** 2, axis=0)) + 1e-12
+
+    def features(shift: float) -> np.ndarray:
+        """The features at the kept rows, shifted (the motion interpolated, then its features)."""
+        motion = np.concatenate([s(r - shift) for s, r in zip(splines, rows)])
+        return _features(*np.split(motion, 3, axis=1), v)
+
+    p = _features(*(np.zeros((1, n)),) * 3, np.ones(n)).shape[1]
+    stride = max(1, math.ceil(total / max(LAG_MIN_ROWS, LAG_BUDGET / p**2)))
     splines, rows, targets = [], [], []
     for q_i, qd_i, qdd_i, tau_i in pieces:
         T = q_i.shape[0]
-        splines.append(CubicSpline(np.arange(T, dtype=np.float64), _features(q_i, qd_i, qdd_i, v), axis=0))
+        splines.append(CubicSpline(np.arange(T, dtype=np.float64), np.column_stack([q_i, qd_i, qdd_i]), axis=0))
         kept = np.arange(margin, T - margin, stride)
         rows.append(kept.astype(np.float64))
         targets.append(tau_i[kept])
     target = np.concatenate(targets)
     count = max(1, min(LAG_BLOCKS, target.shape[0] // LAG_BLOCK_SAMPLES))
     labels = np.minimum((np.arange(target.shape[0]) * count) // target.shape[0], count - 1)
-    scale = np.concatenate([s(r) for s, r in zip(splines, rows)]).std(axis=0)
+    scale = features(0.0).std(axis=0)
     scale[scale == 0] = 1.0  # the constant column
     cache: dict = {}
 
@@ -147,7 +160,7 @@ def estimate_torque_lag(q, qd, qdd, tau, step: float, *, max_shift: int, skip: i
         """Residuals ``(n,)`` at a shift; ``blocks``: ``(count + 1, n)``, each block left out, then none."""
         key = (shift, blocks)
         if key not in cache:
-            phi = np.concatenate([s(r - shift) for s, r in zip(splines, rows)]) / scale
+            phi = features(shift) / scale
             if not blocks:
                 cache[key] = _residual(*_sums(phi, target))
             else:
@@ -166,7 +179,7 @@ def estimate_torque_lag(q, qd, qdd, tau, step: float, *, max_shift: int, skip: i
         values = values.reshape(3, -1)
         vertex = best + _vertex(values[:, -1], 1.0)
         lag[j] = vertex * step
-        phi = np.concatenate([s(r - best) for s, r in zip(splines, rows)]) / scale
+        phi = features(best) / scale
         spread = _profile_halfwidth(
             {shift: v[j] for (shift, blocks), v in cache.items() if not blocks},
             vertex,
