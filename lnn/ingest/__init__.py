@@ -25,12 +25,12 @@ in one pipeline (:func:`lnn.ingest.pipeline.process`), file by file:
    changed), and it is no hole either (gaps are measured on all time stamps,
    held rows included: the sensor was alive). Used as samples, held values
    make a staircase whose steps lag the motion by up to a sensor period: on
-   synthetic 1 kHz logs of sensors updating at 300-500 Hz, leaving them out
-   halves the error of ``qdd`` (1.3-2.2 % -> 0.6-1.3 % relative RMS) and
-   shortens the windows a little (0.22-0.25 s -> 0.20-0.24 s); what remains
+   synthetic 1 kHz logs of sensors updating at 333, 400 or 300-500 Hz,
+   leaving them out halves the error of ``qdd`` (1.3-2.3 % -> 0.6-1.3 %
+   relative RMS), the windows staying within 7 % (0.17-0.25 s); what remains
    is that each new value is stamped at the first logger tick after it was
    measured (the same logs stamped at the sensors' own instants: 0.4 %,
-   0.16-0.19 s). The rule is safe on a robot at rest with quantised sensors
+   with windows of 0.16-0.20 s). The rule is safe on a robot at rest with quantised sensors
    (the DFKI pendulum: positions in steps of 3.8e-4 rad, torques of 5.9e-3
    N m), whose readings may repeat exactly although each is new: a repeated
    reading carries nothing its neighbours do not (at rest they are equal or
