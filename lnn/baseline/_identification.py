@@ -5,19 +5,21 @@ parameters: ``tau = Y(q, qd, qdd) theta`` with ``Y`` Pinocchio's joint-torque
 regressor (``pinocchio.computeJointTorqueRegressor``, shape ``(n, 10 n_links)``)
 and ``theta`` the 10 parameters of every link in Pinocchio's order
 ``[m, m c_x, m c_y, m c_z, I_xx, I_xy, I_yy, I_xz, I_yz, I_zz]`` (``I`` about
-the link's joint frame; see :mod:`lnn.baseline._inertia`). The friction
-model of ``simulations.Friction`` and of ``lnn``'s force terms adds, per joint
-``j``, the columns ``qd_j`` (viscous ``b_j``), ``tanh(qd_j / v0)`` (Coulomb
-``c_j``) and ``1`` (offset ``o_j``), and an optional rotor inertia
-(armature ``I_a,j``) the column ``qdd_j``::
+the link's joint frame; see :mod:`lnn.inertia`). Every linear force of
+the force registry (:mod:`lnn.models.forces`: ``viscous`` with the column
+``qd_j``, ``coulomb`` with ``tanh(qd_j / v0)``, and any registered
+``LinearForce``, read from its own ``basis``) adds one column per joint, the
+offset ``o_j`` the column ``1``, and an optional rotor inertia (armature
+``I_a,j``) the column ``qdd_j``::
 
-    tau_j = (Y theta)_j + I_a,j qdd_j + b_j qd_j + c_j tanh(qd_j / v0) + o_j.
+    tau_j = (Y theta)_j + I_a,j qdd_j + b_j qd_j + c_j tanh(qd_j / v0) + ... + o_j.
 
 Only some combinations of ``theta`` act on the joints (the *base
 parameters*, Gautier 1990): they are found numerically by a QR decomposition
 with column pivoting of the regressor stacked over random states, and fitted
 by linear least squares (:func:`least_squares`), or fitted as physically
-consistent bodies in log-Cholesky coordinates (``physical=True``).
+consistent bodies in log-Cholesky coordinates (``physical=True``: the fit of
+:mod:`lnn.physical_fit`, the one :func:`lnn.identify` uses).
 """
 
 from __future__ import annotations
@@ -29,23 +31,13 @@ from typing import Any
 import numpy as np
 
 from lnn.errors import NonPhysicalMassMatrixError
-from lnn.inertia import (
-    PhysicalConsistency,
-    log_cholesky_to_parameters,
-    parameters_to_log_cholesky,
-    physical_consistency,
-)
+from lnn.inertia import PhysicalConsistency, physical_consistency
+from lnn.models.forces import FORCES, friction_names
+from lnn.physical_fit import nearest_physical, physical_least_squares
 
 __all__ = ["least_squares", "IdentifiedRobot", "IdentifiedFriction", "FitStatistics", "NonPhysicalMassMatrixError"]
 
 _HINT = "install the robots extra: pip install 'lnn[robots]'"
-_FRICTION = {
-    None: (),
-    "viscous": ("viscous",),
-    "coulomb": ("coulomb",),
-    "viscous+coulomb": ("viscous", "coulomb"),
-    "coulomb+viscous": ("viscous", "coulomb"),
-}
 _LINK_PARAMETERS = ("m", "mc_x", "mc_y", "mc_z", "I_xx", "I_xy", "I_yy", "I_xz", "I_yz", "I_zz")
 
 
@@ -60,7 +52,7 @@ def _import_pinocchio():
 # ------------------------------------------------------------------ results
 @dataclass(frozen=True, eq=False)
 class IdentifiedFriction:
-    """Identified joint friction ``tau_f(qd) + o = b qd + c tanh(qd / v0) + o``.
+    """Identified joint friction ``tau_f(q, qd) + o = sum_f k_f basis_f(q, qd) + o`` (``b qd + c tanh(qd / v0) + o``).
 
     Attributes
     ----------
@@ -68,28 +60,45 @@ class IdentifiedFriction:
         ``b``, ``c`` and ``o`` per joint (zero for the terms not fitted).
     velocity : float
         The smoothing velocity ``v0``.
+    coefficients : dict of str to ndarray
+        Every linear force fitted (the registry's name -> its coefficient per
+        joint ``(n,)``), ``viscous`` and ``coulomb`` included.
     """
 
     viscous: np.ndarray
     coulomb: np.ndarray
     offset: np.ndarray
     velocity: float
+    coefficients: dict = field(default_factory=dict)
 
-    def torque(self, qd) -> np.ndarray:
-        """``b qd + c tanh(qd / v0) + o``, shape ``(..., n)`` for ``qd`` of shape ``(..., n)``."""
+    def torque(self, qd, q=None) -> np.ndarray:
+        """``sum_f k_f basis_f(q, qd) + o``, shape ``(..., n)`` for ``qd`` of shape ``(..., n)``."""
         qd = np.asarray(qd, dtype=np.float64)
-        return self.viscous * qd + self.coulomb * np.tanh(qd / self.velocity) + self.offset
+        return -self.force(qd, q) + self.offset
 
-    def force(self, qd) -> np.ndarray:
-        """The friction force on the joints without the offset, ``-(b qd + c tanh(qd / v0))``.
+    def force(self, qd, q=None) -> np.ndarray:
+        """The friction force on the joints without the offset, ``-sum_f k_f basis_f(q, qd)``.
 
-        Dissipative (``qd · force <= 0``) when ``b, c >= 0`` (always for ``physical=True``).
+        Dissipative (``qd · force <= 0``) when every force is and its coefficients are ``>= 0``
+        (always for ``physical=True``).
         """
         qd = np.asarray(qd, dtype=np.float64)
-        return -(self.viscous * qd + self.coulomb * np.tanh(qd / self.velocity))
+        flat = qd.reshape(-1, qd.shape[-1])
+        q_flat = np.zeros_like(flat) if q is None else np.asarray(q, np.float64).reshape(flat.shape)
+        total = np.zeros_like(flat)
+        for name, k in self._terms().items():
+            total += k * FORCES[name].basis(q_flat, flat, velocity=self.velocity)
+        return -total.reshape(qd.shape)
+
+    def _terms(self) -> dict:
+        terms = dict(self.coefficients)
+        terms.setdefault("viscous", self.viscous)
+        terms.setdefault("coulomb", self.coulomb)
+        return terms
 
     def parameters(self) -> dict:
-        """JSON-serialisable: ``simulations.Friction(**friction.parameters())`` rebuilds it."""
+        """JSON-serialisable: ``simulations.Friction(**friction.parameters())`` rebuilds its viscous, Coulomb
+        and offset terms (the other forces are in :attr:`coefficients`)."""
         return {
             "viscous": self.viscous.tolist(),
             "coulomb": self.coulomb.tolist(),
@@ -234,8 +243,8 @@ class IdentifiedRobot:
             out[k] = fn(*(a[k] for a in flat))
         return out.reshape(batch + tuple(out_shape))
 
-    def _friction_torque(self, qd: np.ndarray) -> np.ndarray:
-        return np.zeros_like(qd) if self.friction is None else self.friction.torque(qd)
+    def _friction_torque(self, qd: np.ndarray, q: np.ndarray) -> np.ndarray:
+        return np.zeros_like(qd) if self.friction is None else self.friction.torque(qd, q)
 
     # ------------------------------------------------------------ protocol
     def mass_matrix(self, q, qd=None) -> np.ndarray:
@@ -275,7 +284,7 @@ class IdentifiedRobot:
         pin, model = _import_pinocchio(), self._model
         data = model.createData()
         tau = self._loop(lambda a, b, c: pin.rnea(model, data, a, b, c), (self.n_dof,), q, qd, qdd)
-        return tau + self._friction_torque(qd)
+        return tau + self._friction_torque(qd, q)
 
     def acceleration(self, q, qd, tau=None) -> np.ndarray:
         """Forward dynamics ``qdd = M^-1 (tau - C qd - g - tau_f(qd) - o)``.
@@ -298,7 +307,7 @@ class IdentifiedRobot:
             consistent there (``physical=True`` never is).
         """
         q, qd, tau = self._check(q=q, qd=qd, tau=tau)
-        rhs = -self._friction_torque(qd) + (0.0 if tau is None else tau)
+        rhs = -self._friction_torque(qd, q) + (0.0 if tau is None else tau)
         pin, model = _import_pinocchio(), self._model
         data = model.createData()
         if self.physical:
@@ -342,11 +351,11 @@ class IdentifiedRobot:
 # ------------------------------------------------------------- the regressor
 @dataclass(frozen=True)
 class _Columns:
-    """The layout of the parameter vector: links, then armature, viscous, coulomb, offset."""
+    """The layout of the parameter vector: links, then armature, the linear forces (registry order), offset."""
 
     n_links: int
     n_dof: int
-    extras: tuple[str, ...]  # subset of ("armature", "viscous", "coulomb", "offset"), in that order
+    extras: tuple[str, ...]  # "armature"?, the linear forces' names, "offset"?
 
     @property
     def size(self) -> int:
@@ -366,9 +375,14 @@ def _regressor(pin, model, columns: _Columns, q, qd, qdd, velocity: float) -> np
     for k in range(count):
         out[k, :, :inertial] = pin.computeJointTorqueRegressor(model, data, q[k], qd[k], qdd[k])
     rows = np.arange(n)
-    values = {"armature": qdd, "viscous": qd, "coulomb": np.tanh(qd / velocity), "offset": np.ones_like(qd)}
     for extra in columns.extras:
-        out[:, rows, columns.slice(extra).start + rows] = values[extra]
+        if extra == "armature":
+            values = qdd
+        elif extra == "offset":
+            values = np.ones_like(qd)
+        else:
+            values = FORCES[extra].basis(q, qd, velocity=velocity)
+        out[:, rows, columns.slice(extra).start + rows] = values
     return out
 
 
@@ -408,14 +422,20 @@ def _base_structure(pin, model, columns: _Columns, velocity: float, tolerance: f
 
 # ----------------------------------------------------------------- checks
 def _parse_friction(friction, offset) -> tuple[tuple[str, ...], bool]:
-    if friction not in _FRICTION:
-        options = [o for o in _FRICTION if o != "coulomb+viscous"]
-        raise ValueError(f"friction must be one of {options}; got {friction!r}")
+    """The linear forces of ``friction`` (the registry's one parser) and whether an offset is fitted."""
+    names = friction_names(friction)
+    learned = [name for name in names if not FORCES[name].linear]
+    if learned:
+        raise ValueError(
+            f"least_squares fits the forces linear in one coefficient per joint; {', '.join(map(repr, learned))} "
+            f"of friction={friction!r} is not (lnn.identify learns it); linear forces: "
+            f"{', '.join(n for n, c in FORCES.items() if c.linear and n != 'offset')}"
+        )
     if offset is None:
-        offset = friction is not None
+        offset = bool(names)
     if not isinstance(offset, (bool, np.bool_)):
         raise TypeError(f"offset must be True, False or None; got {offset!r}")
-    return _FRICTION[friction], bool(offset)
+    return tuple(n for n in names if n != "offset"), bool(offset) or "offset" in names
 
 
 def _dataset_arrays(dataset, n: int):
@@ -480,73 +500,32 @@ def _nearest(projection: np.ndarray, base: np.ndarray, prior: np.ndarray) -> np.
     return prior + correction
 
 
-def _massive(links: np.ndarray) -> np.ndarray:
-    """The prior links, those without mass replaced by a small sphere at the joint (1e-6 of the total)."""
-    links = np.array(links, dtype=np.float64)
-    light = links[:, 0] <= 0
-    if np.any(light):
-        mass = 1e-6 * max(float(links[~light, 0].sum()) if np.any(~light) else 1.0, 1e-12)
-        moment = 0.4 * mass * 0.01**2  # a 1 cm sphere
-        links[light] = [mass, 0, 0, 0, moment, 0, moment, 0, 0, moment]
-    return links
+def _physical(regressor, tau, weights, columns: _Columns, theta, prior, regularization, max_nfev):
+    """The physically consistent fit (:func:`lnn.physical_fit.physical_least_squares`) from the plain one.
 
-
-def _physical_solution(
-    regressor, tau, weights, columns: _Columns, prior_links, start_extras, regularization: float, max_nfev: int
-):
-    """Fit log-Cholesky links and non-negative extras by ``scipy.optimize.least_squares``.
-
-    The extras that must be >= 0 (armature, viscous, Coulomb) are written as
-    squares ``p = z^2``, so the problem is unconstrained and MINPACK's
-    Levenberg-Marquardt (``method="lm"``) solves it.
+    The bodies are pulled towards the nominal (URDF) ones (made physical: an
+    empty link becomes a tiny sphere), the extras towards the plain fit's.
     """
-    import scipy.optimize
-
-    n_links, inertial = columns.n_links, 10 * columns.n_links
+    inertial = 10 * columns.n_links
     rows = (regressor * weights[None, :, None]).reshape(-1, columns.size)
     target = (tau * weights).reshape(-1)
-    scale = max(float(np.sqrt(np.mean(target**2))), np.finfo(float).tiny) * math.sqrt(len(target))
-    rows, target = rows / scale, target / scale
-    # The residual is linear in the parameters: |rows theta - target| = |R theta - Q^T target| + const,
-    # so the fit runs on the p x p triangle of a QR decomposition instead of all N n rows.
-    q_factor, rows = np.linalg.qr(rows)
-    target = q_factor.T @ target
-    eta0 = parameters_to_log_cholesky(_massive(prior_links)).reshape(-1)
-    squared = (
-        np.concatenate([np.full(columns.n_dof, e != "offset") for e in columns.extras]).astype(bool)
-        if columns.extras
-        else np.zeros(0, dtype=bool)
+    nonnegative = np.concatenate(
+        [np.zeros(0, bool)]
+        + [np.full(columns.n_dof, e == "armature" or (e != "offset" and FORCES[e].nonnegative)) for e in columns.extras]
     )
-    floor = 1e-6 * max(float(np.abs(start_extras).max(initial=0.0)), 1e-3)
-    z0 = np.where(squared, np.sqrt(np.maximum(start_extras, floor)), start_extras)
-    x0 = np.concatenate([eta0, z0])
-    root = math.sqrt(regularization)
-    count = len(target)
-
-    def _theta(x):
-        theta, jac = log_cholesky_to_parameters(x[:inertial].reshape(n_links, 10), jacobian=True)
-        z = x[inertial:]
-        return np.concatenate([theta.reshape(-1), np.where(squared, z * z, z)]), jac
-
-    def fun(x):
-        theta, _ = _theta(x)
-        return np.concatenate([rows @ theta - target, root * (x[:inertial] - eta0)])
-
-    def jac(x):
-        _, block = _theta(x)
-        out = np.zeros((count + inertial, len(x)))
-        linked = rows[:, :inertial].reshape(-1, n_links, 10)
-        out[:count, :inertial] = np.einsum("rli,lik->rlk", linked, block).reshape(count, inertial)
-        out[:count, inertial:] = rows[:, inertial:] * np.where(squared, 2.0 * x[inertial:], 1.0)
-        out[count:, :inertial] = root * np.eye(inertial)
-        return out
-
-    with np.errstate(over="ignore", invalid="ignore"):
-        result = scipy.optimize.least_squares(
-            fun, x0, jac=jac, method="lm", x_scale="jac", max_nfev=max_nfev, xtol=1e-15, ftol=1e-15, gtol=1e-15
-        )
-    theta, _ = _theta(result.x)
-    return theta, result
+    pull = np.concatenate([nearest_physical(prior[:inertial]).reshape(-1), theta[inertial:]])
+    fit = physical_least_squares(
+        rows,
+        target,
+        n_bodies=columns.n_links,
+        start=theta,
+        nonnegative=nonnegative,
+        prior=pull,
+        regularization=0.0,
+        log_cholesky_regularization=float(regularization),
+        max_nfev=int(max_nfev),
+    )
+    return fit.z, fit.success, fit.message
 
 
 def _validated_options(friction_velocity, regularization, max_nfev, tolerance):
@@ -592,21 +571,19 @@ def least_squares(
 
     With ``physical=True`` every link is instead parametrised by the
     log-Cholesky factor of its pseudo-inertia (Rucker & Wensing 2022), so
-    the identified bodies are physically consistent; the friction
-    coefficients and the armature are kept ``>= 0`` (written as squares),
-    the offsets are free. The torque residual is minimised by
-    ``scipy.optimize.least_squares`` (Levenberg-Marquardt, on the ``p x p``
-    triangle of a QR decomposition of the regressor, which has the same
-    minimiser) from the robot's nominal (URDF) inertias (a pseudo-inertia
-    that is only semi-definite, a thin rod, is first made definite) and the
-    plain fit's friction, with the regulariser
-    ``regularization * |eta - eta_nominal|^2`` in log-Cholesky coordinates
-    that keeps the directions the data cannot see near the prior. The cost
-    is ``|w * residual|^2 / (N n rms(w * tau)^2) + regularization * |eta -
-    eta_nominal|^2``, so ``regularization`` is relative to the mean squared
-    relative torque error: the default ``1e-8`` biases a noise-free fit by
-    about ``1e-5`` of the torques; pass ``1e-12`` to reproduce exact data
-    to ``1e-8``.
+    the identified bodies are physically consistent; the armature and the
+    coefficients of the nonnegative forces (viscous, Coulomb) are kept
+    ``>= 0`` (written as squares), the offsets are free. This is the fit of
+    :func:`lnn.physical_fit.physical_least_squares` (Levenberg-Marquardt on
+    the ``p x p`` triangle of a QR decomposition of the regressor, the one
+    :func:`lnn.identify` uses), started from the plain fit made physical,
+    with the regulariser ``regularization * |eta - eta_nominal|^2`` in
+    log-Cholesky coordinates that keeps the directions the data cannot see
+    near the nominal (URDF) bodies. The cost is ``|w * residual|^2 / |w *
+    tau|^2 + regularization * |eta - eta_nominal|^2``, so ``regularization``
+    is relative to the mean squared relative torque error: the default
+    ``1e-8`` biases a noise-free fit by about ``1e-5`` of the torques; pass
+    ``1e-12`` to reproduce exact data to ``1e-8``.
 
     The plain fit's ``link_parameters`` are the vector closest to the
     nominal one among those with the identified base parameters (any of
@@ -623,8 +600,12 @@ def least_squares(
     robot : simulations.URDFRobot
         The robot's kinematics and nominal inertias: anything with a
         ``pinocchio_model`` (joint placements and axes are taken as exact).
-    friction : {"viscous+coulomb", "viscous", "coulomb", None}, keyword-only
-        The friction terms fitted per joint: ``b qd`` and/or ``c tanh(qd / v0)``.
+    friction : str or None, keyword-only
+        The linear forces fitted per joint, registered names joined by ``+``
+        (:mod:`lnn.models.forces`): ``"viscous"`` (``b qd``), ``"coulomb"``
+        (``c tanh(qd / v0)``), ``"offset"``, and any registered ``LinearForce``
+        (its own ``basis``); forces that are not linear in one coefficient per
+        joint (``"network"``) are refused.
     friction_velocity : float, keyword-only
         The smoothing velocity ``v0 > 0`` of the Coulomb term (rad/s).
     offset : bool, optional, keyword-only
@@ -686,18 +667,8 @@ def least_squares(
     theta = _nearest(projection, base, prior)
     cost, success, message = 0.0, True, "linear least squares (numpy.linalg.lstsq)"
     if physical:
-        theta, result = _physical_solution(
-            regressor,
-            tau,
-            weights,
-            columns,
-            prior[: 10 * columns.n_links].reshape(-1, 10),
-            theta[10 * columns.n_links :],
-            float(regularization),
-            int(max_nfev),
-        )
+        theta, success, message = _physical(regressor, tau, weights, columns, theta, prior, regularization, max_nfev)
         base = projection @ theta
-        success, message = bool(result.status > 0), str(result.message)
     residual = np.einsum("nip,p->ni", regressor, theta) - tau
     cost = 0.5 * float(np.sum((residual * weights) ** 2))
     return _assemble(
@@ -757,6 +728,7 @@ def _assemble(
             coulomb=extra.get("coulomb", zeros),
             offset=extra.get("offset", zeros),
             velocity=velocity,
+            coefficients={e: v for e, v in extra.items() if e not in ("armature", "offset")},
         )
         if has_friction
         else None

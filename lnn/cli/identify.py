@@ -2,8 +2,11 @@
 
 With ``--urdf`` the robot's URDF is the rigid-body prior (its inertias are
 identified, not trusted); without it a Lagrangian network with friction is
-trained. The verb prints each stage's validation torque error and writes the
-chosen model (``.keras``, read back by :func:`lnn.load_model`).
+trained. The dataset's coordinates are the URDF's joints named by
+``--joints`` (or the dataset's own joint names, e.g. from a ROS bag); the
+URDF's other joints are locked at zero. The verb prints each stage's
+validation torque error and what the rigid body left, and writes the chosen
+model (``.keras``, read back by :func:`lnn.load_model`).
 """
 
 from __future__ import annotations
@@ -15,19 +18,28 @@ from lnn.cli._common import check_output
 
 def register(subparsers) -> None:
     """Add the ``identify`` verb."""
+    from lnn.identification import DEFAULT_FRICTION
+
     parser = subparsers.add_parser(
         "identify",
         help="learn a robot's dynamics from a dataset with measured torques",
         description="The package's recipe for robots (lnn.identify): with --urdf, identify every "
-        "body's inertial parameters and the joints' friction by least squares "
+        "body's inertial parameters, the joints' friction and the torque offsets by least squares "
         "(regularised towards the URDF as much as held-out data asks, kept physical), "
-        "then learn a residual Lagrangian network; without it, train a structured "
-        "Lagrangian network with friction. The stage with the lowest validation "
+        "then learn a residual Lagrangian network and a passive friction network; without it, train a "
+        "structured Lagrangian network with friction. The stage with the lowest validation "
         "torque error is written.",
     )
     parser.add_argument("data", metavar="DATA", help="dataset (.npz, e.g. written by lnn import)")
     parser.add_argument("-o", "--output", required=True, metavar="FILE", help="model file (.keras)")
     parser.add_argument("--urdf", default=None, metavar="FILE", help="the robot's URDF (the prior)")
+    parser.add_argument(
+        "--joints",
+        default=None,
+        metavar="J1,J2,...",
+        help="the URDF joints of the dataset's coordinates, in the dataset's order (default: the dataset's "
+        "joint names, e.g. from a ROS bag); the URDF's other joints are locked at zero",
+    )
     parser.add_argument(
         "--add-missing-links",
         action="store_true",
@@ -35,9 +47,17 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--friction",
-        default="viscous+coulomb",
+        default=DEFAULT_FRICTION,
         metavar="TERMS",
-        help="friction terms joined by '+' (viscous, coulomb, offset) or 'none' (default: viscous+coulomb)",
+        help="forces joined by '+' (viscous, coulomb, network, damping, any registered force) or 'none' "
+        f"(default: {DEFAULT_FRICTION}); the linear ones are fitted by least squares, the others learned",
+    )
+    parser.add_argument(
+        "--offsets",
+        choices=("recording", "constant", "none"),
+        default="recording",
+        help="torque offsets: a constant one plus a nuisance deviation per recording (default), a constant "
+        "one, or none",
     )
     parser.add_argument(
         "--time-limit",
@@ -60,25 +80,25 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     """Identify, print the stages, save the model."""
-    import lnn
+    from lnn.data import Dataset
+    from lnn.identification import identify
 
     output = check_output(Path(args.output), force=args.force, suffixes=(".keras",))
-    dataset = lnn.Dataset.load(args.data)
+    dataset = Dataset.load(args.data)
     prior = None
     if args.urdf is not None:
-        import simulations
-
-        prior = simulations.URDFRobot.from_urdf(args.urdf, missing_links="add" if args.add_missing_links else "error")
+        prior, dataset = _prior(args, dataset)
     friction = None if args.friction.strip().lower() == "none" else args.friction
     print(
         f"identifying {args.data}: {len(dataset)} samples, n_dof={dataset.n_dof}"
         + (f", prior {args.urdf}" if prior is not None else ", no prior"),
         flush=True,
     )
-    model = lnn.identify(
+    model = identify(
         dataset,
         prior=prior,
         friction=friction,
+        offsets=None if args.offsets == "none" else args.offsets,
         time_limit=args.time_limit,
         seed=args.seed,
         validation=args.validation,
@@ -88,3 +108,47 @@ def run(args) -> int:
     model.save(output, overwrite=args.force)
     print(f"wrote {output} (stage {model.report.chosen!r})")
     return 0
+
+
+def _prior(args, dataset):
+    """The URDF robot with every joint that is not a coordinate locked, and the dataset in its joint order."""
+    import simulations
+
+    missing = "add" if args.add_missing_links else "error"
+    full = simulations.URDFRobot.from_urdf(args.urdf, missing_links=missing)
+    names = _names(args.joints, dataset)
+    if names is None:
+        return full, dataset
+    known = list(full.joint_names)
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ValueError(f"--joints names {unknown}, which {args.urdf} does not have; its joints are {known}")
+    locked = tuple(name for name in known if name not in names)
+    robot = simulations.URDFRobot.from_urdf(args.urdf, locked_joints=locked, missing_links=missing)
+    order = [names.index(name) for name in robot.joint_names]  # the dataset's columns in the URDF's order
+    if order != list(range(len(order))):
+        print(f"  coordinates reordered to the URDF's joint order: {', '.join(robot.joint_names)}", flush=True)
+    return robot, _reordered(dataset, order, tuple(robot.joint_names))
+
+
+def _names(joints, dataset):
+    """The joint names of the dataset's coordinates: ``--joints``, else the dataset's own, else None."""
+    if joints is not None:
+        names = [name.strip() for name in joints.split(",") if name.strip()]
+        if len(names) != dataset.n_dof or len(set(names)) != len(names):
+            raise ValueError(
+                f"--joints must name the dataset's {dataset.n_dof} coordinates once each; got {joints!r}"
+            )
+        return names
+    return None if getattr(dataset, "joint_names", None) is None else list(dataset.joint_names)
+
+
+def _reordered(dataset, order, names):
+    """``dataset`` with its coordinates permuted by ``order`` (and named ``names``)."""
+    import dataclasses
+
+    import numpy as np
+
+    columns = {k: np.asarray(getattr(dataset, k))[:, order] for k in ("q", "qd", "qdd", "tau")}
+    angular = tuple(dataset.angular[i] for i in order)
+    return dataclasses.replace(dataset, **columns, angular=angular, joint_names=names)

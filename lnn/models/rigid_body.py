@@ -281,6 +281,46 @@ class RigidBody(Kind):
                 wrenches[parent][1] = wrenches[parent][1] + tf.linalg.matvec(R_rel, moment) + _cross(p_rel, f_parent)
         return tf.stack(tau, -1) + armature * qdd
 
+    def regressor(self, q, qd, qdd) -> np.ndarray:
+        """The rigid bodies' torque regressor: ``tau_rigid = Y @ theta``, ``Y (N, n, 10 n)`` float64.
+
+        ``theta`` stacks every body's ten standard parameters (Pinocchio's
+        order, at the joint frame: :mod:`lnn.inertia`); the torque is linear
+        in them because the Newton-Euler recursion is linear in each body's
+        pseudo-inertia, which is linear in ``theta``: column ``(i, k)`` is the
+        recursion run with body ``i``'s parameters the ``k``-th unit vector and
+        every other body empty (gravity included, armature excluded). Equal to
+        Pinocchio's ``computeJointTorqueRegressor`` for a URDF robot
+        (``tests/test_identify.py``).
+
+        Parameters
+        ----------
+        q, qd, qdd : array_like, shape ``(N, n)``
+
+        Returns
+        -------
+        numpy.ndarray, shape ``(N, n, 10 n)``
+        """
+        from lnn.inertia import pseudo_inertia
+
+        n = self.chain0.n_dof
+        dtype = tf.float64
+        q, qd, qdd = (tf.constant(np.asarray(a, np.float64), dtype) for a in (q, qd, qdd))
+        units = pseudo_inertia(np.eye(10))  # (10, 4, 4): the pseudo-inertia of each unit parameter vector
+        zero = tf.zeros(n, dtype)
+
+        @tf.function(input_signature=[tf.TensorSpec((n, 4, 4), dtype)], autograph=False)
+        def column(J):
+            return self._newton_euler(q, qd, qdd, J=J, armature=zero)
+
+        columns = []
+        for i in range(n):
+            for k in range(10):
+                J = np.zeros((n, 4, 4))
+                J[i] = units[k]
+                columns.append(np.asarray(column(tf.constant(J))))
+        return np.stack(columns, axis=-1)
+
     def _relative(self, q, i: int, B):
         """Joint ``i``'s frame in its parent's: rotation ``(B, 3, 3)`` and origin ``(B, 3)``."""
         R0 = self._rotations[i]

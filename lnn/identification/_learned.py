@@ -1,0 +1,104 @@
+"""The learned stages of :func:`lnn.identify`: the residual on top of the rigid body, and the prior-free network.
+
+**Residual** (with a prior): a ``"rigid-body"`` :class:`lnn.LagrangianNetwork`
+started at the physical linear stage (its bodies, armature, linear force
+coefficients and constant offset), with a structured residual Lagrangian
+(``T_r = 1/2 |C(q)^T qd|^2``, ``V_r(q)``, both starting near zero) and the
+learned forces named in ``friction=`` that no linear fit can take (the
+passive friction network ``"network"`` of :mod:`lnn.models.forces`: Stribeck,
+asymmetric and position-dependent friction, which dissipates by
+construction), trained on the torques by :func:`lnn.fit` (torque loss, its
+best validation epoch kept). The training torques have each recording's
+offset deviation (fitted by the linear stage) taken out, so the network
+does not learn one log's sensor bias as physics; the held-out recordings
+keep theirs (a new recording's bias is unknown). The rigid body's torque is
+its Newton-Euler recursion (O(n), no mass matrix), so the stage trains a
+7-DOF arm at the rate of a small network.
+
+**Network** (without a prior): a structured Lagrangian network with the
+forces of ``friction=``, trained the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from lnn.models.forces import FORCES
+from lnn.models.network import LagrangianNetwork
+from lnn.train import fit
+
+__all__ = ["HIDDEN", "RESIDUAL_LEARNING_RATE", "NETWORK_LEARNING_RATE", "train_network", "train_residual"]
+
+#: Hidden widths of the residual Lagrangian (and of the prior-free network).
+HIDDEN = (64, 64)
+#: Peak learning rates of the two stages (measured with benchmarks/bench_real.py).
+RESIDUAL_LEARNING_RATE = 1e-3
+NETWORK_LEARNING_RATE = 3e-3
+
+
+def train_residual(chain, solution, train, held_out, *, learned: tuple, seconds: float, seed: int, dtype: str):
+    """The residual stage: ``(network, detail)``.
+
+    Parameters
+    ----------
+    chain : lnn.models.RigidBodyChain
+        The prior's chain.
+    solution : lnn.identification._linear.LinearSolution
+        The physical linear stage, fitted on ``train``.
+    train, held_out : lnn.Dataset
+    learned : tuple of str
+        The non-linear forces to learn with the residual (e.g. ``("network",)``).
+    seconds : float
+        Time budget of :func:`lnn.fit`.
+    seed : int
+    dtype : {"float64", "float32"}
+    """
+    layout = solution.layout
+    identified = chain.with_parameters(inertias=solution.bodies, armature=solution.get("armature"))
+    terms = layout.forces + (("offset",) if layout.offset else ()) + tuple(learned)
+    network = LagrangianNetwork(
+        chain.n_dof,
+        kind="rigid-body",
+        prior=identified,
+        residual=True,
+        hidden=HIDDEN,
+        angular=chain.angular,
+        friction="+".join(terms) or None,
+        friction_velocity=solution.velocity,
+        dtype=dtype,
+        seed=seed,
+    )
+    for term in network.forces:
+        if FORCES[term.name].linear:
+            term.assign(solution.get(term.name))
+    corrected = dataclasses.replace(train, tau=np.asarray(train.tau) - solution.deviation(train.trajectory))
+    history = fit(
+        network,
+        corrected,
+        loss="torque",
+        validation=held_out,
+        time_limit=seconds,
+        seed=seed,
+        learning_rate=RESIDUAL_LEARNING_RATE,
+    )
+    forces = f", forces {'+'.join(learned)}" if learned else ""
+    detail = f"{len(history.epoch)} epochs (best {history.best_epoch}), residual {HIDDEN}{forces}, {dtype}"
+    return network, detail
+
+
+def train_network(train, held_out, *, friction: str | None, seconds: float, seed: int):
+    """The prior-free stage: a structured Lagrangian network with ``friction``, ``(network, detail)``."""
+    network = LagrangianNetwork(
+        train.n_dof, kind="structured", hidden=HIDDEN, angular=train.angular, friction=friction, seed=seed
+    )
+    history = fit(
+        network,
+        train,
+        validation=held_out,
+        time_limit=seconds,
+        seed=seed,
+        learning_rate=NETWORK_LEARNING_RATE,
+    )
+    return network, f"structured {HIDDEN}, {len(history.epoch)} epochs (best {history.best_epoch})"

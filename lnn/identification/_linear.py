@@ -1,0 +1,257 @@
+"""The linear stages of :func:`lnn.identify`: torques linear in the bodies, the armature, forces and offsets.
+
+The torque of a rigid-body chain with linear friction is linear in its
+parameters (the module docstring of :mod:`lnn.physical_fit`)::
+
+    tau = Y_bodies(q, qd, qdd) theta + I_a qdd + sum_f k_f basis_f(q, qd) + o + o_k
+
+with ``theta`` every body's ten standard parameters (``Y_bodies`` from the
+rigid-body model's own Newton-Euler recursion,
+:meth:`lnn.models.rigid_body.RigidBody.regressor`), the armature ``I_a``, the
+coefficients ``k_f`` of the linear forces named in ``friction=`` (each force's
+``basis``, read from the force registry of :mod:`lnn.models.forces`: a new
+linear force is picked up from its own file), a constant torque offset ``o``
+and a deviation ``o_k`` of it per recording (a torque-sensor bias that
+differs between logs: a nuisance, fitted with the model and dropped for a new
+recording, so a file's bias is not learned as physics). :class:`Layout` says
+where each sits in the parameter vector ``z``; :func:`columns` builds the
+matrix; :func:`choose_settings` picks the Coulomb smoothing velocity and the
+ridge weight towards the prior by leave-one-recording-out validation of the
+linear fit; :func:`fit_nominal` and :func:`fit_physical` are the two stages.
+Nothing here keeps state: data go in, a :class:`LinearSolution` comes out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lnn.models.forces import FORCES, FRICTION_VELOCITY
+from lnn.physical_fit import physical_least_squares, ridge
+
+__all__ = [
+    "FRICTION_VELOCITIES",
+    "RIDGE_WEIGHTS",
+    "Layout",
+    "LinearSolution",
+    "Settings",
+    "choose_settings",
+    "columns",
+    "fit_nominal",
+    "fit_physical",
+]
+
+#: Smoothing velocities ``v0`` (rad/s) of ``tanh(qd / v0)`` tried on the validation data.
+FRICTION_VELOCITIES = (0.003, 0.01, 0.03, 0.1)
+#: Ridge weights towards the prior tried on the validation data, relative to the
+#: regressor's column norms (``1e-9``: the data alone; ``1``: close to the prior).
+RIDGE_WEIGHTS = (1e-9, 1e-6, 1e-4, 1e-2, 1.0)
+#: The physical fit's pull of the bodies' log-Cholesky coordinates towards the prior's (relative to the
+#: mean squared relative torque error): only what keeps the bodies off the physical set's boundary.
+LOG_CHOLESKY_WEIGHT = 1e-10
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where every parameter sits in ``z = [theta (10 n_bodies), armature (n), forces (n each), o (n), o_k (n each)]``.
+
+    Attributes
+    ----------
+    n : int
+        Joints.
+    n_bodies : int
+    forces : tuple of str
+        The linear forces fitted (registry order), without ``"offset"``.
+    offset : bool
+        A constant torque offset ``o`` per joint.
+    recordings : tuple of int
+        The recordings that get a deviation ``o_k`` of the offset (empty: none).
+    """
+
+    n: int
+    n_bodies: int
+    forces: tuple[str, ...]
+    offset: bool
+    recordings: tuple[int, ...] = ()
+
+    @property
+    def inertial(self) -> int:
+        """Columns of the bodies, ``10 n_bodies``."""
+        return 10 * self.n_bodies
+
+    @property
+    def blocks(self) -> tuple[str, ...]:
+        """The per-joint blocks of the extras, in order."""
+        offsets = ("offset",) if self.offset else ()
+        return ("armature", *self.forces, *offsets, *(f"recording {k}" for k in self.recordings))
+
+    @property
+    def size(self) -> int:
+        """Length of ``z``."""
+        return self.inertial + self.n * len(self.blocks)
+
+    def nonnegative(self) -> np.ndarray:
+        """Which extras are ``>= 0`` (the armature and the nonnegative forces), ``(size - inertial,)``."""
+        flags = [True] + [bool(FORCES[name].nonnegative) for name in self.forces]
+        flags += [False] * (len(self.blocks) - len(flags))
+        return np.repeat(flags, self.n)
+
+    def block(self, name: str) -> slice:
+        """The slice of ``z`` that holds the block ``name``."""
+        start = self.inertial + self.n * self.blocks.index(name)
+        return slice(start, start + self.n)
+
+
+@dataclass(frozen=True, eq=False)
+class Settings:
+    """What the validation chose: the Coulomb smoothing velocity, the ridge weight and how it judged."""
+
+    velocity: float
+    weight: float
+    how: str
+
+
+@dataclass(frozen=True, eq=False)
+class LinearSolution:
+    """The parameters of a linear stage.
+
+    Attributes
+    ----------
+    layout : Layout
+    z : numpy.ndarray, shape ``(layout.size,)``
+    velocity : float
+        The Coulomb smoothing velocity ``v0`` the force columns were built with.
+    settings : Settings or None
+    """
+
+    layout: Layout
+    z: np.ndarray
+    velocity: float
+    settings: Settings | None = field(default=None)
+
+    @property
+    def bodies(self) -> np.ndarray:
+        """Standard parameters of every body, ``(n_bodies, 10)``."""
+        return self.z[: self.layout.inertial].reshape(-1, 10)
+
+    def get(self, block: str) -> np.ndarray:
+        """The coefficients ``(n,)`` of ``block`` (``"armature"``, a force, ``"offset"``; zeros if absent)."""
+        if block not in self.layout.blocks:
+            return np.zeros(self.layout.n)
+        return self.z[self.layout.block(block)].copy()
+
+    def recording_offsets(self) -> dict[int, np.ndarray]:
+        """Recording id -> the deviation ``o_k (n,)`` of its torque offset."""
+        return {k: self.get(f"recording {k}") for k in self.layout.recordings}
+
+    def deviation(self, trajectory) -> np.ndarray:
+        """Per sample, the deviation of its recording's offset, ``(N, n)`` (zero for other recordings)."""
+        trajectory = np.asarray(trajectory)
+        out = np.zeros((trajectory.shape[0], self.layout.n))
+        for k, value in self.recording_offsets().items():
+            out[trajectory == k] = value
+        return out
+
+
+def columns(layout: Layout, bodies: np.ndarray, data, velocity: float) -> np.ndarray:
+    """The matrix ``A (N n, size)`` of ``tau = A z`` on ``data`` (``bodies``: its rigid regressor ``(N, n, 10 nb)``)."""
+    q, qd, qdd = (np.asarray(getattr(data, k), np.float64) for k in ("q", "qd", "qdd"))
+    N, n = q.shape
+    blocks = [qdd] + [FORCES[name].basis(q, qd, velocity=velocity) for name in layout.forces]
+    if layout.offset:
+        blocks.append(np.ones_like(q))
+    trajectory = np.asarray(data.trajectory)
+    blocks += [np.repeat((trajectory == k)[:, None], n, axis=1).astype(np.float64) for k in layout.recordings]
+    extras = np.zeros((N, n, n * len(blocks)))
+    rows = np.arange(n)
+    for b, values in enumerate(blocks):  # one column per joint and block, nonzero in that joint's row
+        extras[:, rows, b * n + rows] = values
+    return np.concatenate([bodies, extras], axis=2).reshape(N * n, -1)
+
+
+def _targets(data) -> np.ndarray:
+    return np.asarray(data.tau, np.float64).reshape(-1)
+
+
+def fit_nominal(layout: Layout, prior_bodies: np.ndarray, bodies: np.ndarray, data) -> LinearSolution:
+    """The prior's bodies as they are; the extras by bounded least squares on what they leave."""
+    from scipy.optimize import lsq_linear
+
+    A = columns(layout, bodies, data, FRICTION_VELOCITY)
+    inertial = layout.inertial
+    theta = np.asarray(prior_bodies, np.float64).reshape(-1)
+    lower = np.where(layout.nonnegative(), 0.0, -np.inf)
+    fit = lsq_linear(A[:, inertial:], _targets(data) - A[:, :inertial] @ theta, bounds=(lower, np.inf))
+    return LinearSolution(layout, np.concatenate([theta, fit.x]), FRICTION_VELOCITY)
+
+
+def choose_settings(layout: Layout, prior_bodies, train_bodies, train, held_out=None, held_out_bodies=None) -> Settings:
+    """The smoothing velocity and ridge weight with the lowest validation error of the linear ridge fit.
+
+    With at least three training recordings, leave-one-recording-out (a
+    setting must hold on a log it has not seen: the folds are sums of
+    per-recording normal equations); else the held-out part.
+    """
+    prior = _prior(layout, prior_bodies)
+    ids = np.unique(np.asarray(train.trajectory))
+    rows = np.repeat(np.asarray(train.trajectory), layout.n)
+    velocities = FRICTION_VELOCITIES if _uses_velocity(layout, train) else (FRICTION_VELOCITY,)
+    folded = len(ids) >= 3 or held_out is None
+    best = None
+    for velocity in velocities:
+        A = columns(layout, train_bodies, train, velocity)
+        scale = np.linalg.norm(A, axis=0) + 1e-300
+        As, b = A / scale, _targets(train) - A @ prior  # the deviation from the prior, in scaled columns
+        if folded:
+            parts = [(As[rows == k].T @ As[rows == k], As[rows == k].T @ b[rows == k], b[rows == k]) for k in ids]
+        else:
+            Av = columns(layout, held_out_bodies, held_out, velocity)
+            bv = _targets(held_out) - Av @ prior
+            Av = Av / scale
+            parts = [(As.T @ As + Av.T @ Av, As.T @ b + Av.T @ bv, None), (Av.T @ Av, Av.T @ bv, bv)]
+        gram_all = sum(p[0] for p in parts)
+        rhs_all = sum(p[1] for p in parts)
+        for weight in RIDGE_WEIGHTS:
+            errors = []
+            for G, r, target in (p for p in parts if p[2] is not None):
+                u = np.linalg.solve(gram_all - G + weight * np.eye(len(G)), rhs_all - r)
+                errors.append((u @ G @ u - 2 * u @ r + target @ target) / len(target))
+            if best is None or np.mean(errors) < best[0]:
+                best = (float(np.mean(errors)), velocity, weight)
+    how = "leave-one-recording-out" if folded and len(ids) >= 3 else "held-out"
+    return Settings(velocity=float(best[1]), weight=float(best[2]), how=how)
+
+
+def _uses_velocity(layout: Layout, data) -> bool:
+    """Whether a force's columns depend on the smoothing velocity ``v0`` (Coulomb's ``tanh(qd / v0)``)."""
+    q, qd = np.asarray(data.q, np.float64), np.asarray(data.qd, np.float64)
+    low, high = FRICTION_VELOCITIES[0], FRICTION_VELOCITIES[-1]
+    return any(
+        not np.array_equal(FORCES[f].basis(q, qd, velocity=low), FORCES[f].basis(q, qd, velocity=high))
+        for f in layout.forces
+    )
+
+
+def _prior(layout: Layout, prior_bodies) -> np.ndarray:
+    return np.concatenate([np.asarray(prior_bodies, np.float64).reshape(-1), np.zeros(layout.size - layout.inertial)])
+
+
+def fit_physical(layout: Layout, prior_bodies, bodies: np.ndarray, data, settings: Settings) -> LinearSolution:
+    """The ridge solution towards the prior made physical: every body's pseudo-inertia positive definite,
+    the armature and the nonnegative forces' coefficients ``>= 0`` (:func:`lnn.physical_fit.physical_least_squares`)."""
+    A = columns(layout, bodies, data, settings.velocity)
+    b = _targets(data)
+    prior = _prior(layout, prior_bodies)
+    start = ridge(A, b, prior, settings.weight)
+    fit = physical_least_squares(
+        A,
+        b,
+        n_bodies=layout.n_bodies,
+        start=start,
+        nonnegative=layout.nonnegative(),
+        prior=prior,
+        regularization=settings.weight,
+        log_cholesky_regularization=LOG_CHOLESKY_WEIGHT,
+    )
+    return LinearSolution(layout, fit.z, settings.velocity, settings)

@@ -1,0 +1,93 @@
+"""The result of :func:`lnn.identify`: :class:`IdentifiedModel`, the ``lnn.MechanicalSystem`` protocol in numpy."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from lnn.identification._report import IdentificationReport
+
+__all__ = ["IdentifiedModel"]
+
+
+class IdentifiedModel:
+    """A model returned by :func:`identify`: the ``lnn.MechanicalSystem`` protocol in numpy.
+
+    Every method takes numpy arrays ``(B, n)`` (or ``(n,)``) and returns numpy
+    arrays; :attr:`network` is the :class:`lnn.LagrangianNetwork` underneath
+    (save it, train it further, evaluate it in TensorFlow).
+
+    Attributes
+    ----------
+    network : lnn.LagrangianNetwork
+    report : IdentificationReport
+    candidates : dict of str to lnn.LagrangianNetwork
+        The model of every stage (``network`` is ``candidates[report.chosen]``).
+    """
+
+    def __init__(self, network, report: IdentificationReport, *, candidates=None) -> None:
+        self.network = network
+        self.report = report
+        self.candidates = dict(candidates or {report.chosen: network})
+
+    @property
+    def n_dof(self) -> int:
+        """Number of joints."""
+        return self.network.n_dof
+
+    @property
+    def angular(self) -> tuple[bool, ...]:
+        """Which coordinates are angles."""
+        return self.network.angular
+
+    def mass_matrix(self, q, qd=None) -> np.ndarray:
+        """``M``, shape ``(B, n, n)``."""
+        return np.asarray(self.network.mass_matrix(q, qd))
+
+    def acceleration(self, q, qd, tau=None):
+        """Forward dynamics with the friction forces, shape ``(B, n)`` (tensors for tensors: a compiled rollout)."""
+        return _like(self.network.acceleration(q, qd, tau), q)
+
+    def inverse_dynamics(self, q, qd, qdd) -> np.ndarray:
+        """The motor torques ``tau``, shape ``(B, n)``."""
+        return np.asarray(self.network.inverse_dynamics(q, qd, qdd))
+
+    def energy(self, q, qd):
+        """``E = T + V``, shape ``(B,)`` (tensors for tensors)."""
+        return _like(self.network.energy(q, qd), q)
+
+    def numpy_snapshot(self):
+        """The network's numpy snapshot (:meth:`lnn.LagrangianNetwork.numpy_snapshot`).
+
+        It marks the model as learned in TensorFlow, so ``lnn.rollout``'s
+        default integrates :attr:`network` with a compiled pair.
+        """
+        return self.network.numpy_snapshot()
+
+    @property
+    def dtype(self) -> str:
+        """The network's dtype."""
+        return self.network.dtype
+
+    @property
+    def numpy_acceleration(self):
+        """The network's fast numpy right-hand side (for :func:`lnn.rollout`)."""
+        return self.network.numpy_acceleration
+
+    def save(self, path, *, overwrite: bool = False) -> None:
+        """Save the network (``.keras``; :func:`lnn.load_model` reads it back).
+
+        Raises
+        ------
+        FileExistsError
+            If ``path`` exists and ``overwrite`` is False.
+        """
+        if os.path.exists(path) and not overwrite:
+            raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
+        self.network.save(path)
+
+
+def _like(value, q):
+    """``value`` as a numpy array, or as it is when ``q`` is a TensorFlow tensor (inside a compiled solve)."""
+    return value if type(q).__module__.startswith("tensorflow") else np.asarray(value)

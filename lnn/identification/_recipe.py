@@ -1,0 +1,279 @@
+"""``lnn.identify``: the recommended recipe for learning a robot from torque data (the stages, in order)."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+
+from lnn.errors import TimeSplitWarning
+from lnn.identification import _learned, _linear
+from lnn.identification._model import IdentifiedModel
+from lnn.identification._report import IdentificationReport, ResidualFindings, Stage
+from lnn.models.chain import RigidBodyChain
+from lnn.models.forces import FORCES, friction_names
+from lnn.models.network import LagrangianNetwork
+
+__all__ = ["DEFAULT_FRICTION", "DEFAULT_TIME", "OFFSETS", "identify"]
+
+#: Time budget (s) of the trained stages when ``time_limit`` is None.
+DEFAULT_TIME = 120.0
+#: The forces of ``identify``'s default: the linear viscous and Coulomb terms (least squares fits them),
+#: and the passive friction network that the residual stage learns beside the residual Lagrangian.
+DEFAULT_FRICTION = "viscous+coulomb+network"
+#: How torque offsets are modelled (``offsets=``).
+OFFSETS = ("recording", "constant", None)
+
+
+def identify(
+    dataset,
+    *,
+    prior=None,
+    friction: str | None = DEFAULT_FRICTION,
+    offsets: str | None = "recording",
+    time_limit: float | None = None,
+    seed: int = 0,
+    validation: float = 0.1,
+    residual: bool = True,
+    dtype: str = "float64",
+    progress: Callable[[str], None] | None = None,
+) -> IdentifiedModel:
+    """Learn a robot's dynamics from torque data.
+
+    With a rigid-body prior (a URDF robot, a planar arm, a
+    :class:`lnn.models.RigidBodyChain`) it does not trust the prior's numbers:
+
+    1. **nominal**: the prior's inertias as they are, the armature, the linear
+       forces and the offsets fitted to what they leave (for the report: how
+       wrong the prior is);
+    2. **rigid body**: every body's inertial parameters, the armature, the
+       linear forces' coefficients and the offsets by least squares on the
+       torques (:mod:`lnn.identification._linear`: the Coulomb smoothing
+       velocity and a ridge weight towards the prior chosen by
+       leave-one-recording-out validation), made physical (every
+       pseudo-inertia positive definite, the armature and friction ``>= 0``:
+       :func:`lnn.physical_fit.physical_least_squares`, the fit
+       :func:`lnn.baseline.least_squares` uses too); judged on the held-out
+       data, then fitted to every sample;
+    3. **residual**: the rigid body plus a residual Lagrangian and the learned
+       forces (the passive friction network), trained on the torques for the
+       rest of the time budget (:mod:`lnn.identification._learned`);
+
+    and returns the stage with the lowest validation torque error. Without a
+    prior, a structured Lagrangian network with the forces is trained. The
+    report says what the rigid body left (:class:`ResidualFindings`: the
+    shares of its residual that a function of ``qd``, of ``q``, a lag or a
+    bias per recording explain), the choices of every stage and the bias of
+    every recording.
+
+    Parameters
+    ----------
+    dataset : lnn.Dataset
+        Samples ``q, qd, qdd, tau`` of shape ``(N, n)`` with measured torques
+        and recording ids (``dataset.trajectory``).
+    prior : simulations.URDFRobot, simulations.PlanarArm or lnn.models.RigidBodyChain, optional
+        The robot's kinematic chain and nominal inertias (not trusted: identified).
+    friction : str or None
+        Forces of :mod:`lnn.models.forces` joined by ``+``: the linear ones
+        (``"viscous"``, ``"coulomb"``, any registered ``LinearForce``) are
+        fitted by least squares with the rigid body; the others
+        (``"network"``, ``"damping"``) are learned by the residual stage.
+    offsets : {"recording", "constant", None}
+        ``"recording"`` (the default): a constant torque offset per joint in
+        the model, and a deviation of it per recording fitted as a nuisance
+        (with at least three recordings; dropped from the model: a new
+        recording's bias is unknown); ``"constant"``: the constant offset
+        only; None: no offset (unless ``friction`` names ``"offset"``).
+    time_limit : float, optional
+        Wall-time budget (s) of the trained stages (default :data:`DEFAULT_TIME`).
+    seed : int
+        Seed of the validation split and of the networks.
+    validation : float
+        Fraction of the data held out to choose between stages and settings
+        (whole recordings when there are at least three, at least one;
+        else time blocks of the recordings, a derivative window apart).
+    residual : bool
+        With a prior, train the residual stage.
+    dtype : {"float64", "float32"}
+        Of the trained stages.
+    progress : callable, optional
+        ``progress(message)`` after each stage (the library prints nothing).
+
+    Returns
+    -------
+    IdentifiedModel
+
+    Raises
+    ------
+    TypeError
+        If ``dataset`` is not a dataset with torques.
+    ValueError
+        If the dataset's torques are all zero, the prior's joints do not match
+        it, or an option is not one of its values.
+    """
+    _check(dataset, offsets)
+    start = time.perf_counter()
+    budget = DEFAULT_TIME if time_limit is None else float(time_limit)
+    split = _split(dataset, validation, seed)
+    terms = _Terms.of(friction, offsets)
+    note = progress or (lambda message: None)
+    if prior is None:
+        network, detail = _learned.train_network(
+            split.train, split.validation, friction=terms.model(learned=True), seconds=budget, seed=seed
+        )
+        stage = Stage("network", _mse(network, split.validation), time.perf_counter() - start, detail)
+        note(f"network: validation torque MSE {stage.mean_mse:.4g} ({detail})")
+        report = IdentificationReport((stage,), stage.name, split.describe())
+        return IdentifiedModel(network, report, candidates={stage.name: network})
+    chain = RigidBodyChain.from_system(prior)
+    if chain.n_dof != dataset.n_dof:
+        raise ValueError(
+            f"the prior has {chain.n_dof} joints ({', '.join(chain.names)}); the dataset has "
+            f"n = {dataset.n_dof} coordinates (lock the others: simulations.URDFRobot.from_urdf(..., "
+            "locked_joints=...), or `lnn identify --joints`)"
+        )
+    return _with_prior(
+        dataset, split, chain, terms, budget - (time.perf_counter() - start), seed, residual, dtype, note
+    )
+
+
+def _with_prior(dataset, split, chain, terms, budget, seed, residual, dtype, note) -> IdentifiedModel:
+    """Stages 1-3 of :func:`identify` (see its docstring)."""
+    start = time.perf_counter()
+    train, held_out = split.train, split.validation
+    probe = LagrangianNetwork(chain.n_dof, kind="rigid-body", prior=chain, dtype="float64", xla=False).kind_model
+    regress = {}  # the bodies' regressor of each dataset, computed once
+
+    def bodies(data):
+        if id(data) not in regress:
+            regress[id(data)] = probe.regressor(data.q, data.qd, data.qdd)
+        return regress[id(data)]
+
+    prior_bodies = chain.inertias
+    layout = terms.layout(chain, train)
+    stages, models = [], {}
+
+    def judge(name, model, seconds, detail):
+        stages.append(Stage(name, _mse(model, held_out), seconds, detail))
+        models[name] = model
+        note(f"{name}: validation torque MSE {stages[-1].mean_mse:.4g} ({detail})")
+
+    t0 = time.perf_counter()
+    nominal = _linear.fit_nominal(layout, prior_bodies, bodies(train), train)
+    judge("nominal", _rigid_model(chain, nominal, terms), time.perf_counter() - t0, "prior inertias")
+    t0 = time.perf_counter()
+    settings = _linear.choose_settings(layout, prior_bodies, bodies(train), train, held_out, bodies(held_out))
+    fitted = _linear.fit_physical(layout, prior_bodies, bodies(train), train, settings)
+    detail = f"ridge {settings.weight:g}, v0 {settings.velocity:g} rad/s ({settings.how}); refitted to every sample"
+    judge("rigid body", _rigid_model(chain, fitted, terms), time.perf_counter() - t0, detail)
+    everything = _linear.fit_physical(terms.layout(chain, dataset), prior_bodies, bodies(dataset), dataset, settings)
+    models["rigid body"] = _rigid_model(chain, everything, terms)  # judged on the held-out part, fitted to all
+    remaining = budget - (time.perf_counter() - start)
+    if residual and remaining > 5.0:
+        t0 = time.perf_counter()
+        network, detail = _learned.train_residual(
+            chain, fitted, train, held_out, learned=terms.learned, seconds=remaining, seed=seed, dtype=dtype
+        )
+        judge("residual", network, time.perf_counter() - t0, detail)
+    best = min(stages, key=lambda s: s.mean_mse)
+    chosen = models[best.name]
+    report = IdentificationReport(
+        tuple(stages),
+        best.name,
+        split.describe(),
+        prior_masses=chain.inertias[:, 0].copy(),
+        masses=chosen.kind_model.chain().inertias[:, 0],
+        findings=_findings(_rigid_model(chain, fitted, terms), train),
+        recording_offsets=everything.recording_offsets(),
+    )
+    return IdentifiedModel(chosen, report, candidates=models)
+
+
+class _Terms:
+    """The forces of ``friction=`` sorted by who fits them, and the offsets."""
+
+    def __init__(self, linear: tuple, learned: tuple, offset: bool, per_recording: bool) -> None:
+        self.linear, self.learned, self.offset, self.per_recording = linear, learned, offset, per_recording
+
+    @classmethod
+    def of(cls, friction, offsets) -> _Terms:
+        names = friction_names(friction)
+        linear = tuple(n for n in names if FORCES[n].linear and n != "offset")
+        learned = tuple(n for n in names if not FORCES[n].linear)
+        offset = offsets is not None or "offset" in names
+        return cls(linear, learned, offset, offsets == "recording")
+
+    def model(self, *, learned: bool) -> str | None:
+        """The ``friction=`` of a model with these terms (the learned ones too, or not)."""
+        names = self.linear + (("offset",) if self.offset else ()) + (self.learned if learned else ())
+        return "+".join(n for n in FORCES if n in names) or None
+
+    def layout(self, chain, data) -> _linear.Layout:
+        """The linear layout on ``data``: a deviation of the offset per recording when it has at least three."""
+        ids = tuple(int(k) for k in np.unique(np.asarray(data.trajectory)))
+        recordings = ids if self.offset and self.per_recording and len(ids) >= 3 else ()
+        return _linear.Layout(chain.n_dof, chain.n_dof, self.linear, self.offset, recordings)
+
+
+def _rigid_model(chain, solution, terms: _Terms) -> LagrangianNetwork:
+    """A ``"rigid-body"`` network with the solution's bodies, armature, linear forces and constant offset."""
+    model = LagrangianNetwork(
+        chain.n_dof,
+        kind="rigid-body",
+        prior=chain,
+        angular=chain.angular,
+        friction=terms.model(learned=False),
+        friction_velocity=solution.velocity,
+        dtype="float64",
+    )
+    model.kind_model.assign(solution.bodies, solution.get("armature"))
+    for term in model.forces:
+        term.assign(solution.get(term.name))
+    return model
+
+
+def _findings(model, data) -> ResidualFindings | None:
+    """:class:`ResidualFindings` of ``model`` on ``data`` (None when the data are too short to analyse)."""
+    from lnn.residuals import analyze
+
+    try:
+        return ResidualFindings.of(analyze(model, data))
+    except ValueError:  # recordings too short for the folds and spectra
+        return None
+
+
+def _check(dataset, offsets) -> None:
+    tau = getattr(dataset, "tau", None)
+    if tau is None or not hasattr(dataset, "qdd"):
+        raise TypeError(f"identify needs an lnn.Dataset with q, qd, qdd and tau; got {type(dataset).__name__}")
+    if not np.any(np.asarray(tau)):
+        raise ValueError(
+            "identify needs measured torques: dataset.tau is all zeros (a dataset of free "
+            "motion fixes a Lagrangian only up to scale; use lnn.fit with an acceleration loss)"
+        )
+    if offsets not in OFFSETS:
+        raise ValueError(f"offsets must be one of {OFFSETS}; got {offsets!r}")
+
+
+def _split(dataset, fraction: float, seed: int):
+    """Whole recordings held out when there are at least three (a robot's logs differ: sensor bias,
+    temperature), at least one; else time blocks of the one or two recordings, a derivative window apart."""
+    K = dataset.n_trajectories
+    if K >= 3:
+        share = max(fraction, 1.0 / K)  # at least one whole recording
+        return dataset.split(fractions=(1.0 - share, share, 0.0), seed=seed, by="trajectory")
+    parts = dataset.split(fractions=(1.0 - fraction, fraction, 0.0), seed=seed, by="auto")
+    warnings.warn(
+        f"validation={fraction!r}: the dataset has {K} recording(s), fewer than 3, so the validation set is "
+        f"made of time blocks: {parts.describe()}",
+        TimeSplitWarning,
+        stacklevel=3,
+    )
+    return parts
+
+
+def _mse(model, data) -> np.ndarray:
+    pred = np.asarray(model.inverse_dynamics(data.q, data.qd, data.qdd), np.float64)
+    return np.mean((pred - data.tau) ** 2, axis=0)

@@ -1,0 +1,162 @@
+"""What :func:`lnn.identify` did and found: :class:`Stage`, :class:`ResidualFindings`, :class:`IdentificationReport`."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+__all__ = ["HIGH_FREQUENCY", "IdentificationReport", "ResidualFindings", "Stage"]
+
+#: Above this frequency (Hz) the findings count the residual's power separately: on the DFKI
+#: pendulum most of what least squares leaves lies there, where the measured torque has almost
+#: none (docs/benchmarks/real-robots.md), which no function of the state can learn.
+HIGH_FREQUENCY = 5.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    """One stage of :func:`lnn.identify`.
+
+    Attributes
+    ----------
+    name : str
+        ``"nominal"``, ``"rigid body"``, ``"residual"`` or ``"network"``.
+    validation_mse : ndarray, shape ``(n,)``
+        Held-out torque mean squared error per joint.
+    seconds : float
+        Wall time of the stage.
+    detail : str
+        What was chosen (ridge weight, smoothing velocity, epochs).
+    """
+
+    name: str
+    validation_mse: np.ndarray
+    seconds: float
+    detail: str = ""
+
+    @property
+    def mean_mse(self) -> float:
+        """The validation MSE averaged over the joints."""
+        return float(np.mean(self.validation_mse))
+
+
+@dataclasses.dataclass(frozen=True)
+class ResidualFindings:
+    """What the rigid body leaves on the training data, per joint (:func:`lnn.residuals.analyze`).
+
+    Shares are fractions of the residual's variance explained on held-out
+    time blocks of the training recordings (about 0 when a term explains
+    nothing; slightly negative is noise).
+
+    Attributes
+    ----------
+    mse : ndarray, shape ``(n,)``
+        The residual's mean square (N^2 m^2).
+    qd_share, q_share, qdd_share : ndarray, shape ``(n,)``
+        Explained by a function of ``qd_j`` (friction the linear model lacks:
+        Stribeck, asymmetry), of ``q_j`` (position-dependent friction, gravity
+        the bodies miss), of ``qdd_j``.
+    bias_share : ndarray, shape ``(n,)``
+        Explained by a constant per recording (a sensor bias that differs
+        between logs; NaN for one recording).
+    lag : ndarray, shape ``(n,)``
+        The shift of the torque stream (s) that removes the most variance.
+    lag_share : ndarray, shape ``(n,)``
+        The share that shift removes.
+    high_frequency_share : ndarray, shape ``(n,)``
+        The share of the residual's power above :data:`HIGH_FREQUENCY` Hz.
+    """
+
+    mse: np.ndarray
+    qd_share: np.ndarray
+    q_share: np.ndarray
+    qdd_share: np.ndarray
+    bias_share: np.ndarray
+    lag: np.ndarray
+    lag_share: np.ndarray
+    high_frequency_share: np.ndarray
+
+    @classmethod
+    def of(cls, analysis) -> ResidualFindings:
+        """The findings of a :class:`lnn.residuals.ResidualAnalysis`."""
+        return cls(
+            mse=np.asarray(analysis.mse),
+            qd_share=np.asarray(analysis.qd_share),
+            q_share=np.asarray(analysis.q_share),
+            qdd_share=np.asarray(analysis.qdd_share),
+            bias_share=np.asarray(analysis.bias_share),
+            lag=np.asarray(analysis.lag),
+            lag_share=np.asarray(analysis.lag_share),
+            high_frequency_share=np.asarray(analysis.power_share(HIGH_FREQUENCY)),
+        )
+
+    def format(self) -> str:
+        """One line per joint."""
+        lines = ["what the rigid body leaves (training logs; shares of its variance, held-out blocks):"]
+        for j in range(self.mse.shape[0]):
+            lines.append(
+                f"  joint {j + 1}: MSE {self.mse[j]:.3g}; f(qd) {self.qd_share[j]:.0%}, f(q) {self.q_share[j]:.0%}, "
+                f"f(qdd) {self.qdd_share[j]:.0%}, bias per log {_percent(self.bias_share[j])}, "
+                f"lag {1e3 * self.lag[j]:+.1f} ms ({self.lag_share[j]:.0%}); "
+                f"{self.high_frequency_share[j]:.0%} of its power above {HIGH_FREQUENCY:g} Hz"
+            )
+        return "\n".join(lines)
+
+
+def _percent(value: float) -> str:
+    return "n/a" if not np.isfinite(value) else f"{value:.0%}"
+
+
+@dataclasses.dataclass(frozen=True)
+class IdentificationReport:
+    """What :func:`lnn.identify` did.
+
+    Attributes
+    ----------
+    stages : tuple of Stage
+    chosen : str
+        The stage whose model is returned (lowest mean validation MSE).
+    split : str
+        How the validation data were held out.
+    prior_masses, masses : ndarray or None, shape ``(n,)``
+        Body masses of the prior and of the returned rigid body (None without a prior).
+    findings : ResidualFindings or None
+        What the rigid body left (None without a prior).
+    recording_offsets : dict of int to ndarray
+        The torque-sensor bias of every training recording beyond the constant
+        offset (recording id -> ``(n,)``), fitted as a nuisance and not part of
+        the model.
+    """
+
+    stages: tuple
+    chosen: str
+    split: str
+    prior_masses: np.ndarray | None = None
+    masses: np.ndarray | None = None
+    findings: ResidualFindings | None = None
+    recording_offsets: dict = dataclasses.field(default_factory=dict)
+
+    def format(self) -> str:
+        """A few lines for a terminal."""
+        lines = [f"validation: {self.split}"]
+        for s in self.stages:
+            mark = "*" if s.name == self.chosen else " "
+            per_joint = " ".join(f"{v:.3g}" for v in s.validation_mse)
+            lines.append(
+                f"{mark} {s.name:<10} torque MSE {s.mean_mse:.4g} (joints {per_joint}) {s.seconds:.1f} s  {s.detail}"
+            )
+        if self.masses is not None:
+            lines.append(
+                "body masses (kg), prior -> identified: "
+                + ", ".join(f"{a:.3g} -> {b:.3g}" for a, b in zip(self.prior_masses, self.masses))
+            )
+        if self.recording_offsets:
+            spread = np.std(np.stack(list(self.recording_offsets.values())), axis=0)
+            lines.append(
+                f"torque bias between the {len(self.recording_offsets)} training logs (std per joint, N m): "
+                + " ".join(f"{v:.3g}" for v in spread)
+            )
+        if self.findings is not None:
+            lines.append(self.findings.format())
+        return "\n".join(lines)
