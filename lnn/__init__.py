@@ -10,6 +10,8 @@ Public API (see each object's docstring):
 - :func:`generate`, :func:`excitation_trajectories`, :class:`Dataset` — datasets of simulated
   or logged trajectories
 - :class:`LagrangianNetwork`, :func:`load_model` — the learned Lagrangian
+- :class:`Ensemble`, :class:`EnsembleTrajectory` — several networks as one model: predictions
+  with calibrated intervals, rollouts with bands (:mod:`lnn.uncertainty`)
 - :class:`AccelerationMLP` — the field's plain-MLP baseline (:mod:`lnn.baseline`, which also holds
   :func:`lnn.baseline.least_squares`, classical identification of a robot's base parameters)
 - :mod:`lnn.mechanics` — mass matrix, accelerations, torques, energies of any Lagrangian
@@ -20,7 +22,8 @@ Public API (see each object's docstring):
   :class:`LNNError` and :class:`LNNWarning`): :class:`IntegrationError`,
   :class:`MassMatrixError`, :class:`IndefiniteMassMatrixError`,
   :class:`NonPhysicalMassMatrixError`, :class:`TrainingDivergedError`,
-  :class:`IdentifiabilityWarning`, :class:`TimeSplitWarning`, :class:`RuntimeFallbackWarning`
+  :class:`IdentifiabilityWarning`, :class:`TimeSplitWarning`, :class:`RuntimeFallbackWarning`,
+  :class:`NoveltyWarning`
 """
 
 from typing import TYPE_CHECKING
@@ -43,26 +46,28 @@ from lnn.errors import (
     LNNWarning,
     MassMatrixError,
     NonPhysicalMassMatrixError,
+    NoveltyWarning,
     RuntimeFallbackWarning,
     TimeSplitWarning,
     TrainingDivergedError,
 )
 from lnn.integrate import rollout
 from lnn.system import MechanicalSystem
-from lnn.trajectory import Trajectory
+from lnn.trajectory import EnsembleTrajectory, Trajectory
 
 if TYPE_CHECKING:  # the lazy names below, for type checkers and the API reference
     from lnn import baseline, mechanics, metrics, plot
     from lnn.baseline._mlp import AccelerationMLP
     from lnn.identification import IdentifiedModel, identify
     from lnn.metrics import evaluate
-    from lnn.models import LagrangianNetwork, load_model
+    from lnn.models import Ensemble, LagrangianNetwork, load_model
     from lnn.train import History, fit
 
 __all__ = [
     "__version__",
     "MechanicalSystem",
     "Trajectory",
+    "EnsembleTrajectory",
     "rollout",
     "IntegrationError",
     "excitation_trajectories",
@@ -74,6 +79,7 @@ __all__ = [
     "logs",
     "TimeSplitWarning",
     "LagrangianNetwork",
+    "Ensemble",
     "load_model",
     "AccelerationMLP",
     "baseline",
@@ -93,12 +99,14 @@ __all__ = [
     "TrainingDivergedError",
     "IdentifiabilityWarning",
     "RuntimeFallbackWarning",
+    "NoveltyWarning",
 ]
 
 # TensorFlow- and matplotlib-heavy parts load on first use, so ``import lnn``
 # stays light: name -> the module that defines it, and the lazily imported modules.
 _LAZY = {
     "LagrangianNetwork": "lnn.models",
+    "Ensemble": "lnn.models",
     "load_model": "lnn.models",
     "AccelerationMLP": "lnn.baseline",
     "fit": "lnn.train",

@@ -18,6 +18,8 @@ class                                     when                                  
 :class:`IdentifiabilityWarning`           data that cannot identify what a loss asks
 :class:`RuntimeFallbackWarning`           a private TensorFlow path fell back to the   ``RuntimeWarning``
                                           public one
+:class:`NoveltyWarning`                   a rollout left the states a model was
+                                          trained on (``novelty > 1``)
 ========================================  ==========================================  ==================
 
 ``except lnn.LNNError`` catches every error the package raises on purpose;
@@ -39,6 +41,7 @@ __all__ = [
     "LNNWarning",
     "MassMatrixError",
     "NonPhysicalMassMatrixError",
+    "NoveltyWarning",
     "RuntimeFallbackWarning",
     "TimeSplitWarning",
     "TrainingDivergedError",
@@ -159,3 +162,14 @@ class IdentifiabilityWarning(LNNWarning):
 
 class RuntimeFallbackWarning(LNNWarning, RuntimeWarning):
     """A private TensorFlow path is unavailable; the public (slower) one is used."""
+
+
+class NoveltyWarning(LNNWarning):
+    """A rollout left the support of the model's training states (``model.novelty(q, qd) > 1``).
+
+    Issued once per :func:`lnn.rollout` call; ``Trajectory.novel_at`` holds,
+    per trajectory, the first time its state was novel (NaN for those that
+    stayed inside). ``novelty`` is 1.0 at the 99th percentile of the training
+    states' distances to each other (:meth:`lnn.LagrangianNetwork.novelty`),
+    so a learned model's predictions beyond it are extrapolations.
+    """

@@ -25,21 +25,29 @@ Definitions (each reproduces its source):
   ``abs((E_pred - E_true)[-1]) / 29.4``);
 - mass-matrix error and health: relative Frobenius error to the true ``M``,
   asymmetry, fraction positive definite, smallest eigenvalue, largest
-  condition number.
+  condition number;
+- calibration of an ensemble's intervals (:class:`lnn.Ensemble`): the
+  fraction of held-out truths inside the nominal 50 % and 90 % Gaussian
+  intervals, and the Gaussian negative log-likelihood per sample; for its
+  rollouts, the fraction of true samples inside the members' 90 % band;
+- novelty: the fraction of held-out states a model calls novel
+  (``model.novelty(q, qd) > 1``: beyond the training states' 99th percentile).
 """
 
 from __future__ import annotations
 
 import csv
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from lnn import _validate
-from lnn.trajectory import Trajectory
+from lnn import _validate, uncertainty
+from lnn.errors import NoveltyWarning
+from lnn.trajectory import EnsembleTrajectory, Trajectory
 
 __all__ = [
     "AccelerationMetrics",
@@ -47,6 +55,7 @@ __all__ = [
     "RolloutMetrics",
     "EnergyMetrics",
     "MassMatrixReport",
+    "CalibrationMetrics",
     "MetricRow",
     "MetricsTable",
     "acceleration_error",
@@ -56,6 +65,9 @@ __all__ = [
     "rollout_error",
     "energy_error",
     "mass_matrix_report",
+    "calibration",
+    "band_coverage",
+    "novel_fraction",
     "masked_acceleration",
     "evaluate",
 ]
@@ -214,6 +226,29 @@ class MassMatrixReport:
     fraction_positive_definite: float
     min_eigenvalue: float
     max_condition: float
+
+
+@dataclass(frozen=True)
+class CalibrationMetrics:
+    """How well Gaussian intervals cover held-out truths (:func:`calibration`).
+
+    Attributes
+    ----------
+    output : str
+        What was predicted (``"qdd"``, ``"tau"``).
+    coverage : dict of float to ndarray, shape ``(n,)``
+        Nominal level (0.5, 0.9) -> fraction of the truths inside ``mean ±
+        z(level) std``, per output coordinate.
+    nll : ndarray, shape ``(n,)``
+        Gaussian negative log-likelihood per sample (nats), per coordinate.
+    samples : int
+        Samples with finite values.
+    """
+
+    output: str
+    coverage: dict
+    nll: np.ndarray
+    samples: int
 
 
 @dataclass(frozen=True)
@@ -581,6 +616,78 @@ def mass_matrix_report(m_pred, m_true=None) -> MassMatrixReport:
     )
 
 
+def calibration(truth, mean, std, *, output: str = "qdd") -> CalibrationMetrics:
+    """Coverage of the nominal 50 % and 90 % Gaussian intervals and the negative log-likelihood.
+
+    Parameters
+    ----------
+    truth, mean, std : array_like, shape ``(N, n)``
+        Held-out values, predicted means and predictive standard deviations
+        (e.g. :class:`lnn.models.EnsemblePrediction` ``qdd`` and ``qdd_std``).
+    output : str, keyword-only
+        Name recorded in the result.
+
+    Returns
+    -------
+    CalibrationMetrics
+    """
+    truth, mean, std = (_array(x, name) for x, name in ((truth, "truth"), (mean, "mean"), (std, "std")))
+    if truth.ndim != 2 or truth.shape != mean.shape or truth.shape != std.shape:
+        raise ValueError(
+            f"truth, mean and std must have one shape (N, n), got {truth.shape}, {mean.shape}, {std.shape}"
+        )
+    ok = np.all(np.isfinite(truth) & np.isfinite(mean) & np.isfinite(std), axis=1)
+    return CalibrationMetrics(
+        output=output,
+        coverage={level: uncertainty.coverage(truth, mean, std, level) for level in uncertainty.LEVELS},
+        nll=uncertainty.gaussian_nll(truth, mean, std),
+        samples=int(ok.sum()),
+    )
+
+
+def band_coverage(predicted: EnsembleTrajectory, reference: Trajectory, *, level: float = 0.9, name: str = "q"):
+    """Fraction of the reference's samples inside an ensemble rollout's ``level`` band, per coordinate.
+
+    Parameters
+    ----------
+    predicted : lnn.EnsembleTrajectory
+        Rollouts of an ensemble (:func:`lnn.rollout`), ``(B, T, n)``.
+    reference : lnn.Trajectory
+        True rollouts from the same initial states.
+    level : float, keyword-only
+        Nominal level of the band (:meth:`lnn.EnsembleTrajectory.band`).
+    name : {"q", "qd"}, keyword-only
+
+    Returns
+    -------
+    ndarray, shape ``(n,)``
+        Over every trajectory and sample time (a sample where the band is NaN,
+        after a member failed, counts as outside).
+    """
+    if not isinstance(predicted, EnsembleTrajectory):
+        raise TypeError(f"predicted must be an lnn.EnsembleTrajectory, got {type(predicted).__name__}")
+    _check_pair(predicted, reference)
+    inside = predicted.band(name, level=level).contains(getattr(reference, name))
+    return inside.reshape(-1, inside.shape[-1]).mean(axis=0)
+
+
+def novel_fraction(model, q, qd) -> float:
+    """Fraction of states that ``model`` calls novel (``model.novelty(q, qd) > 1``), NaN without novelty.
+
+    Parameters
+    ----------
+    model : MechanicalSystem
+        With ``novelty(q, qd)`` (:meth:`lnn.LagrangianNetwork.novelty`).
+    q, qd : array_like, shape ``(N, n)``
+    """
+    fn = getattr(model, "novelty", None)
+    if not callable(fn):
+        return math.nan
+    values = np.asarray(fn(np.asarray(q, np.float64), np.asarray(qd, np.float64)), np.float64)
+    finite = np.isfinite(values)
+    return float(np.mean(values[finite] > uncertainty.NOVELTY_THRESHOLD)) if finite.any() else math.nan
+
+
 # --------------------------------------------------------------------------- the harness
 
 _CHUNK = 4096
@@ -725,7 +832,13 @@ def evaluate(
         ``valid_prediction_time_mean``, ``energy_error_mean``,
         ``mass_matrix_error_median``, ``mass_matrix_positive_definite``,
         ``mass_matrix_min_eigenvalue``, ``mass_matrix_max_condition``;
-        ``details`` holds the full results.
+        ``novel_fraction`` (held-out states with ``novelty > 1``, for models
+        with a novelty) and ``rollout_novel_fraction`` (rollouts that left
+        the training states); for an :class:`lnn.Ensemble`,
+        ``qdd_coverage_50``, ``qdd_coverage_90``, ``qdd_nll`` (and the same
+        for ``tau`` when the data's torques vary; means over the
+        coordinates) and ``rollout_band_coverage_90`` (true samples inside
+        the members' 90 % band of ``q``); ``details`` holds the full results.
     """
     from lnn.integrate import default_tolerances
 
@@ -747,12 +860,14 @@ def evaluate(
             ("accelerations", _acceleration_rows),
             ("torques", _torque_rows),
             ("mass matrices", lambda m, s, d: _mass_rows(m, s, d, n_mass_samples)),
+            ("calibration", _calibration_rows),
+            ("novelty", _novelty_rows),
             ("rollouts", lambda m, s, d: _rollout_rows(m, s, d, solver, threshold, energy_scale, data)),
         )
     ):
-        report(stage, 4, label)
+        report(stage, 6, label)
         rows += measure(model, samples, details)
-    report(4, 4, "done")
+    report(6, 6, "done")
     return MetricsTable(rows=tuple(rows), details=details)
 
 
@@ -857,6 +972,76 @@ def _mass_rows(model, s: _Samples, details: dict, n_mass_samples: int) -> list[M
     ]
 
 
+def _ensemble_prediction(model, s: _Samples):
+    """The ensemble's prediction on the samples, and which rows it covers (those whose members' ``M`` solve)."""
+    keep = np.all(np.isfinite(s.q) & np.isfinite(s.qd) & np.isfinite(s.qdd) & np.isfinite(s.tau), axis=1)
+    try:
+        return model.predict(s.q[keep], s.qd[keep], tau=s.tau[keep], qdd=s.qdd[keep]), keep
+    except ValueError:  # a member's mass matrix is not positive definite somewhere: leave those rows out
+        for member in model.members:
+            keep[keep] &= ~masked_acceleration(member, s.q[keep], s.qd[keep], s.tau[keep]).failed
+        return model.predict(s.q[keep], s.qd[keep], tau=s.tau[keep], qdd=s.qdd[keep]), keep
+
+
+def _calibration_rows(model, s: _Samples, details: dict) -> list[MetricRow]:
+    """Coverage of the nominal 50/90 % intervals and the NLL of ``qdd`` (and ``tau``), for an ensemble."""
+    if not (callable(getattr(model, "predict", None)) and isinstance(getattr(model, "members", None), tuple)):
+        return []
+    prediction, keep = _ensemble_prediction(model, s)
+    outputs = [("qdd", s.qdd[keep], prediction.qdd, prediction.qdd_std)]
+    if np.any(np.var(s.tau[keep], axis=0) > 0):  # unforced data: the torques identify nothing
+        outputs.append(("tau", s.tau[keep], prediction.tau, prediction.tau_std))
+    rows = []
+    for name, truth, mean, std in outputs:
+        measured = calibration(truth, mean, std, output=name)
+        details[f"{name}_calibration"] = measured
+        rows += [
+            MetricRow(
+                f"{name}_coverage_{int(round(100 * level))}",
+                float(np.nanmean(measured.coverage[level])),
+                f"fraction of true {name} inside the nominal {100 * level:g} % interval (mean over coordinates)",
+            )
+            for level in uncertainty.LEVELS
+        ]
+        rows.append(MetricRow(f"{name}_nll", float(np.nanmean(measured.nll)), f"Gaussian NLL per {name} coordinate"))
+    return rows
+
+
+def _novelty_rows(model, s: _Samples, details: dict) -> list[MetricRow]:
+    """The fraction of held-out states that the model calls novel."""
+    share = novel_fraction(model, s.q, s.qd)
+    if not np.isfinite(share):
+        return []
+    details["novel_fraction"] = share
+    return [
+        MetricRow("novel_fraction", share, "fraction of held-out states with novelty > 1 (beyond the training data)")
+    ]
+
+
+def _band_rows(predicted, reference, details: dict) -> list[MetricRow]:
+    """Rows of an ensemble's rollouts (band coverage) and of any rollout's novelty."""
+    rows = []
+    if isinstance(predicted, EnsembleTrajectory):
+        covered = band_coverage(predicted, reference, level=0.9)
+        details["rollout_band_coverage"] = covered
+        rows.append(
+            MetricRow(
+                "rollout_band_coverage_90",
+                float(np.mean(covered)),
+                "fraction of true q samples inside the members' 90 % band",
+            )
+        )
+    if predicted.novel_at is not None and predicted.novelty is not None and np.isfinite(predicted.novelty).any():
+        rows.append(
+            MetricRow(
+                "rollout_novel_fraction",
+                float(np.mean(np.isfinite(predicted.novel_at))),
+                "fraction of the model's rollouts that left the training states (novelty > 1)",
+            )
+        )
+    return rows
+
+
 def _rollout_rows(model, s: _Samples, details: dict, solver: _Solver, threshold, energy_scale, data) -> list:
     """Rollout failures, the rollout error and valid time, the energy error (of the rollouts that finished)."""
     if s.runs is None:
@@ -865,7 +1050,9 @@ def _rollout_rows(model, s: _Samples, details: dict, solver: _Solver, threshold,
     tau = tau_runs if tau_runs is not None and np.any(tau_runs != 0) else None
     if s.reference_system is not None and s.from_dataset:
         reference = solver.rollout(s.reference_system, q0, qd0, t, tau=tau)
-    predicted = solver.rollout(model, q0, qd0, t, tau=tau, on_failure="mask")
+    with warnings.catch_warnings():  # the novelty of the rollouts is a row of the table
+        warnings.simplefilter("ignore", NoveltyWarning)
+        predicted = solver.rollout(model, q0, qd0, t, tau=tau, on_failure="mask")
     finished = ~predicted.failed
     rows = [
         MetricRow(
@@ -881,6 +1068,7 @@ def _rollout_rows(model, s: _Samples, details: dict, solver: _Solver, threshold,
         predicted, reference = predicted[keep], reference[keep]
     angular = getattr(data, "angular", None) or getattr(model, "angular", None)
     roll = rollout_error(predicted, reference, threshold=threshold, angular=angular)
+    rows += _band_rows(predicted, reference, details)
     details["rollout"] = roll
     details["predicted"], details["reference"] = predicted, reference
     rows += [

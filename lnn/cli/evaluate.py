@@ -60,6 +60,12 @@ def run(args) -> int:
         atol=args.atol,
     )
     print(table.format())
+    novel = table.as_dict().get("novel_fraction")
+    if novel is not None:
+        print(
+            f"novel states: {100 * novel:.3g} % of the held-out states lie beyond the model's training states "
+            "(novelty > 1, the training data's 99th percentile): its predictions there are extrapolations"
+        )
     if args.csv:
         table.to_csv(args.csv, overwrite=args.force)
         print(f"wrote {args.csv}")

@@ -96,6 +96,14 @@ def register(subparsers) -> None:
         p.add_argument("--friction", default=model["friction"], help="learned per-joint friction, e.g. viscous+coulomb")
     p.add_argument("--dtype", default=model["dtype"], choices=("float32", "float64"), help="weights and computations")
     p.add_argument(
+        "--ensemble",
+        type=int,
+        default=None,
+        metavar="K",
+        help="train an ensemble of K members in one step (lnn.Ensemble: bootstrapped trajectories, "
+        "intervals calibrated on the validation data)",
+    )
+    p.add_argument(
         "--loss",
         default=fit["loss"],
         help="loss term or weighted terms, e.g. 'acceleration' or 'torque=1,energy=0.1'; "
@@ -145,7 +153,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     """Load the dataset, build and train the model, save it and print a summary."""
     from lnn.data import Dataset
-    from lnn.models import LagrangianNetwork
+    from lnn.models import Ensemble, LagrangianNetwork
     from lnn.train import default_loss, fit
 
     output = Path(args.output)
@@ -160,7 +168,10 @@ def run(args) -> int:
 
     data = Dataset.load(args.data)
     extra = {"friction": args.friction} if getattr(args, "friction", None) is not None else {}
-    model = LagrangianNetwork(
+    if args.ensemble is not None and args.ensemble < 2:
+        raise ValueError(f"--ensemble must be at least 2 members, got {args.ensemble}")
+    build = LagrangianNetwork if args.ensemble is None else functools.partial(Ensemble, members=args.ensemble)
+    model = build(
         data.n_dof,
         kind=args.kind,
         hidden=parse_hidden(args.hidden),
@@ -193,8 +204,9 @@ def run(args) -> int:
     )
     model.save(str(output))
     monitored = "validation" if history.validation else "training"
+    what = f"{args.kind} model" if args.ensemble is None else f"ensemble of {args.ensemble} {args.kind} models"
     print(
-        f"trained {args.kind} model on {len(data)} samples of {data.system or 'unnamed system'}: "
+        f"trained {what} on {len(data)} samples of {data.system or 'unnamed system'}: "
         f"{len(history.epoch)} epochs in {history.time[-1] if len(history.time) else 0.0:.1f} s "
         f"(stopped: {history.stopped_reason})"
     )
@@ -204,4 +216,22 @@ def run(args) -> int:
             line += f"   validation {history.validation[term][-1]:.4g}"
         print(line)
     print(f"best epoch {history.best_epoch} ({monitored} loss {history.best_loss:.4g}); wrote {output}")
+    if args.ensemble is not None:
+        _print_calibration(model)
     return 0
+
+
+def _print_calibration(model) -> None:
+    """The ensemble's interval scales and floors (or why it has none)."""
+    if not model.calibrated:
+        print("  intervals not calibrated (no validation data): they use the members' raw spread")
+        return
+    for output in ("qdd", "tau"):
+        scale = getattr(model, f"{output}_scale").numpy()
+        floor = getattr(model, f"{output}_floor").numpy()
+        print(
+            f"  {output} intervals calibrated on the validation data: scale "
+            + " ".join(f"{v:.3g}" for v in scale)
+            + ", floor "
+            + " ".join(f"{v:.3g}" for v in floor)
+        )

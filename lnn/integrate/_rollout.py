@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import numpy as np
 
+from lnn.errors import IntegrationError, NoveltyWarning
 from lnn.integrate import _scipy
 from lnn.integrate._methods import AUTO, choose_method
-from lnn.integrate._problem import Problem, Solution, finish, make_problem, trajectory
-from lnn.trajectory import Trajectory
+from lnn.integrate._problem import ON_FAILURE, Problem, Solution, finish, make_problem, trajectory
+from lnn.trajectory import EnsembleTrajectory, Trajectory
+from lnn.uncertainty import record_novelty
 
 __all__ = ["rollout"]
 
@@ -46,7 +49,10 @@ def rollout(
         ``acceleration`` when present, ``acceleration_jacobian`` feeds the
         implicit methods when present. A ``numpy_snapshot()`` (learned
         models) is taken once and gives both the accelerations and the
-        energies.
+        energies. A system with a ``members`` tuple (an :class:`lnn.Ensemble`)
+        is rolled out member by member, with these options, into an
+        :class:`lnn.EnsembleTrajectory`; a system with ``novelty(q, qd)``
+        (learned models) gets its rollout's novelty recorded.
     q0, qd0 : array_like, shape ``(B, n)`` or ``(n,)``
         Initial coordinates and velocities; a single state ``(n,)`` gives
         ``B = 1``.
@@ -141,6 +147,19 @@ def rollout(
         sample whose mass matrix is not positive definite);
         ``tau`` holds the forces applied at the samples (zeros when
         unforced). ``metadata`` holds the solver's counters and tolerances.
+        ``novelty (B, T)`` and ``novel_at (B,)`` (the first time a
+        trajectory's ``novelty`` exceeds 1, NaN if never) when the system has
+        a ``novelty`` method, else None. For an ensemble, an
+        :class:`lnn.EnsembleTrajectory`: the members' mean, every member's
+        rollout (``member_q (K, B, T, n)``, ...) and their bands; a sample's
+        novelty is the median over the members of their states' novelty, and
+        ``failed_at`` is the earliest failure of any member.
+
+    Warns
+    -----
+    lnn.NoveltyWarning
+        Once per call, when a trajectory left the states the model was
+        trained on (``novelty > 1``).
 
     Raises
     ------
@@ -165,6 +184,11 @@ def rollout(
         and reason, ``trajectory`` holds the masked result, and the first
         exception raised by the system is the ``__cause__``.
     """
+    members = getattr(system, "members", None)
+    if isinstance(members, tuple) and members:  # an ensemble: every member, then their mean and spread
+        options = dict(tau_interpolation=tau_interpolation, method=method, rtol=rtol, atol=atol, max_step=max_step)
+        options.update(error_control=error_control, max_steps=max_steps, progress=progress)
+        return _ensemble_rollout(system, members, q0, qd0, t, tau=tau, on_failure=on_failure, options=options)
     if isinstance(method, str) and method == AUTO:
         batch = int(np.shape(q0)[0]) if np.ndim(q0) == 2 else 1
         tightest = None if rtol is None else float(np.min(rtol))
@@ -185,7 +209,29 @@ def rollout(
         error_control=error_control,
     )
     solution = _backend(problem)(problem, progress)
-    return finish(trajectory(problem, solution), problem, solution.cause)
+    result = finish(trajectory(problem, solution), problem, solution.cause)
+    return record_novelty(system, result, stacklevel=3)
+
+
+def _ensemble_rollout(system, members, q0, qd0, t, *, tau, on_failure: str, options: dict) -> EnsembleTrajectory:
+    """Roll every member out (failures masked), stack them, record novelty, raise failures if asked."""
+    if on_failure not in ON_FAILURE:
+        raise ValueError(f"on_failure must be one of {ON_FAILURE}, got {on_failure!r}")
+    progress, runs = options.pop("progress"), []
+    with warnings.catch_warnings():  # the ensemble warns once, below, not once per member
+        warnings.simplefilter("ignore", NoveltyWarning)
+        for k, member in enumerate(members):
+            step = (
+                None
+                if progress is None
+                else (lambda done, total, k=k: progress(k * total + done, len(members) * total))
+            )
+            runs.append(rollout(member, q0, qd0, t, tau=tau, on_failure="mask", progress=step, **options))
+    result = EnsembleTrajectory.of_members(runs, band_scale=float(getattr(system, "rollout_band_scale", 1.0)))
+    result = record_novelty(system, result, stacklevel=4)
+    if result.failures and on_failure == "raise":
+        raise IntegrationError.of(result.failures, batch=result.n_trajectories, method=result.method, trajectory=result)
+    return result
 
 
 def _backend(problem: Problem) -> Callable[..., Solution]:

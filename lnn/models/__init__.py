@@ -18,6 +18,9 @@ module                         holds
 :mod:`~lnn.models.forces`      the registry of learned forces (damping, viscous, Coulomb, offset,
                                a passive friction network), one module each
 :mod:`~lnn.models.compiled`    compiled calls: graph mode at once, XLA off the caller's path
+:mod:`~lnn.models.ensemble`    :class:`Ensemble`: ``K`` networks trained, saved and evaluated as one
+                               model; predictions with calibrated intervals
+:mod:`~lnn.models.novelty`     the distance of states to the training states (``model.novelty``)
 :mod:`~lnn.models.saving`      :func:`load_model`
 =============================  ===============================================================
 
@@ -32,12 +35,16 @@ from lnn.models import (  # noqa: F401  (register the kinds)
     structured,
 )
 from lnn.models.chain import RigidBodyChain
+from lnn.models.ensemble import Ensemble, EnsembleCalibration, EnsemblePrediction
 from lnn.models.features import FeatureMap
 from lnn.models.network import LagrangianNetwork
 from lnn.models.registry import KINDS, Kind, NumpyKind, Terms, kind_names, register_kind
 from lnn.models.saving import load_model
 
 __all__ = [
+    "Ensemble",
+    "EnsembleCalibration",
+    "EnsemblePrediction",
     "FeatureMap",
     "RigidBodyChain",
     "KINDS",

@@ -27,6 +27,7 @@ import tensorflow as tf
 
 from lnn import _validate, mechanics
 from lnn.mechanics import MassMatrixHealth, PowerBalance
+from lnn.models import novelty
 from lnn.models.activations import ACTIVATIONS
 from lnn.models.compiled import CompiledOp
 from lnn.models.features import FeatureMap, Features, InputMap
@@ -84,6 +85,20 @@ def _check_options(kind, activation, convex, convex_init, epsilon, prior=None, r
     if not (float(epsilon) >= 0.0):
         raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
     return cls, bool(convex_init)
+
+
+class _PaddedStore:
+    """A Keras variable store with ``extra`` values appended (the variables an older file lacks)."""
+
+    def __init__(self, store, extra) -> None:
+        self.store, self.extra, self.size = store, list(extra), len(store.keys())
+
+    def keys(self):
+        return [str(i) for i in range(self.size + len(self.extra))]
+
+    def __getitem__(self, key):
+        i = int(key)
+        return self.store[key] if i < self.size else self.extra[i - self.size]
 
 
 @keras.saving.register_keras_serializable(package="lnn")
@@ -236,6 +251,7 @@ class LagrangianNetwork(keras.Model):
             ),
         )
         object.__setattr__(self, "forces", tuple(FORCES[name](self) for name in force_terms))
+        self._add_novelty_weights()
         self.built = True
 
     # -- configuration -------------------------------------------------------------
@@ -358,6 +374,90 @@ class LagrangianNetwork(keras.Model):
         self.qd_std.assign(_validate.spread(qd_arr, center=False).astype(self._np_dtype))
         if qdd is not None:
             self.qdd_std.assign(_validate.spread(arrays[2], center=False).astype(self._np_dtype))
+        self._store_novelty_reference(q_arr, qd_arr)
+
+    # -- novelty: the distance to the training states (lnn.models.novelty) --------------
+    def _add_novelty_weights(self) -> None:
+        """The stored summary of the training states (non-trainable, saved; the model's last variables)."""
+        width = self.input_map.n_features + self.n_dof
+        dtype = self.dtype
+        self.novelty_points = self.add_weight(
+            name="novelty_points",
+            shape=(novelty.REFERENCE_SIZE, width),
+            initializer="zeros",
+            dtype=dtype,
+            trainable=False,
+        )
+        self.novelty_size = self.add_weight(
+            name="novelty_size", shape=(), initializer="zeros", dtype=dtype, trainable=False
+        )
+        self.novelty_scale = self.add_weight(
+            name="novelty_scale", shape=(), initializer="ones", dtype=dtype, trainable=False
+        )
+
+    def _store_novelty_reference(self, q, qd) -> None:
+        """Summarise the training states ``q, qd (N, n)`` for :meth:`novelty` (called by :meth:`adapt`)."""
+        reference = novelty.build_reference(novelty.features(self.feature_map(), q, qd), seed=0)
+        points = np.zeros(tuple(self.novelty_points.shape), self._np_dtype)
+        points[: reference.points.shape[0]] = reference.points
+        self.novelty_points.assign(points)
+        self.novelty_size.assign(np.asarray(reference.points.shape[0], self._np_dtype))
+        self.novelty_scale.assign(np.asarray(reference.scale, self._np_dtype))
+
+    def novelty_reference(self):
+        """The stored summary of the training states (:class:`lnn.models.novelty.NoveltyReference`), or None.
+
+        None before :meth:`adapt` (which :func:`lnn.fit` calls) has seen data.
+        """
+        size = int(round(float(self.novelty_size.numpy())))
+        if size < 1:
+            return None
+        points = np.asarray(self.novelty_points.numpy()[:size], np.float64)
+        return novelty.NoveltyReference(points=points, scale=float(self.novelty_scale.numpy()))
+
+    def novelty(self, q, qd) -> np.ndarray:
+        """How far states lie from the training states: 1.0 is the training data's 99th percentile.
+
+        The distance, in the networks' input features (``sin q, cos q`` of the
+        angles, standardised other coordinates, ``qd / qd_std``), to the 5th
+        nearest of up to 2048 training states stored by :meth:`adapt`,
+        divided by the 99th percentile of the same distance for training
+        states (:mod:`lnn.models.novelty`). Predictions at ``novelty > 1``
+        are extrapolations; :func:`lnn.rollout` records when a trajectory
+        first gets there (``Trajectory.novel_at``).
+
+        Parameters
+        ----------
+        q, qd : array_like, shape ``(B, n)`` or ``(n,)``
+
+        Returns
+        -------
+        numpy.ndarray, shape ``(B,)`` (a float for a single state), float64
+            NaN for a model that has not seen data (:meth:`adapt`) and for
+            non-finite states.
+        """
+        single = np.ndim(q) == 1
+        q_arr = np.atleast_2d(np.asarray(q, np.float64))
+        qd_arr = np.atleast_2d(np.asarray(qd, np.float64))
+        for name, x in (("q", q_arr), ("qd", qd_arr)):
+            if x.ndim != 2 or x.shape[-1] != self.n_dof:
+                raise ValueError(f"{name} must have shape (B, {self.n_dof}) or ({self.n_dof},), got {np.shape(x)}")
+        if q_arr.shape != qd_arr.shape:
+            raise ValueError(f"q and qd must have the same shape, got {q_arr.shape} and {qd_arr.shape}")
+        reference = self.novelty_reference()
+        if reference is None:
+            out = np.full(q_arr.shape[0], np.nan)
+        else:
+            out = reference.novelty(novelty.features(self.feature_map(), q_arr, qd_arr))
+        return float(out[0]) if single else out
+
+    def load_own_variables(self, store) -> None:
+        """Keras loading; a file saved before the novelty summary existed loads without it (novelty NaN)."""
+        try:
+            super().load_own_variables(store)
+        except ValueError:
+            extra = [v.numpy() for v in (self.novelty_points, self.novelty_size, self.novelty_scale)]
+            super().load_own_variables(_PaddedStore(store, extra))
 
     # -- graph mathematics (tensors in, tensors out) ------------------------------------
     def features(self, q) -> Features:

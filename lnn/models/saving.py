@@ -16,12 +16,13 @@ def load_model(path):
     Parameters
     ----------
     path : str or os.PathLike
-        A ``.keras`` file holding a :class:`lnn.LagrangianNetwork` or the
-        plain-MLP baseline :class:`lnn.baseline.AccelerationMLP`.
+        A ``.keras`` file holding a :class:`lnn.LagrangianNetwork`, an
+        :class:`lnn.Ensemble` or the plain-MLP baseline
+        :class:`lnn.baseline.AccelerationMLP`.
 
     Returns
     -------
-    LagrangianNetwork or lnn.baseline.AccelerationMLP
+    LagrangianNetwork, Ensemble or lnn.baseline.AccelerationMLP
         With the saved configuration and bit-identical weights.
 
     Raises
@@ -32,6 +33,7 @@ def load_model(path):
         If it is not a Keras archive of an lnn model.
     """
     from lnn.baseline import AccelerationMLP
+    from lnn.models.ensemble import Ensemble
     from lnn.models.mlp import MLP
     from lnn.models.network import LagrangianNetwork
 
@@ -43,10 +45,17 @@ def load_model(path):
     try:
         model = keras.saving.load_model(
             path,
-            custom_objects={"LagrangianNetwork": LagrangianNetwork, "MLP": MLP, "AccelerationMLP": AccelerationMLP},
+            custom_objects={
+                "LagrangianNetwork": LagrangianNetwork,
+                "Ensemble": Ensemble,
+                "MLP": MLP,
+                "AccelerationMLP": AccelerationMLP,
+            },
         )
     except Exception as exc:  # Keras raises many types for foreign archives
         raise ValueError(f"cannot load {path!r} as an lnn model: {exc}") from exc
-    if not isinstance(model, (LagrangianNetwork, AccelerationMLP)):
-        raise ValueError(f"{path!r} holds a {type(model).__name__}, not an lnn LagrangianNetwork or AccelerationMLP")
+    if not isinstance(model, (LagrangianNetwork, Ensemble, AccelerationMLP)):
+        raise ValueError(
+            f"{path!r} holds a {type(model).__name__}, not an lnn LagrangianNetwork, Ensemble or AccelerationMLP"
+        )
     return model

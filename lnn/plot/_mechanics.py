@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -426,6 +426,10 @@ class TorquePlot:
     true, learned : TorqueDecomposition
         Arrays of shape ``(T, n)`` along the trajectory (``learned`` is ``None``
         without a model).
+    bands : list of matplotlib.artist.Artist
+        The 90 % interval of the learned total torque, one per row, when the
+        model is an :class:`lnn.Ensemble` (its calibrated
+        :meth:`lnn.Ensemble.predict`); empty otherwise.
     """
 
     figure: Any
@@ -433,6 +437,7 @@ class TorquePlot:
     lines: dict
     true: TorqueDecomposition
     learned: TorqueDecomposition | None
+    bands: list = field(default_factory=list)
 
 
 def torques(system, trajectory: Trajectory, learned=None, *, index: int = 0, coordinates=None, fig=None) -> TorquePlot:
@@ -450,7 +455,8 @@ def torques(system, trajectory: Trajectory, learned=None, *, index: int = 0, coo
     trajectory : lnn.Trajectory
         States ``q``, ``qd``, ``qdd`` of shape ``(B, T, n)``.
     learned : lnn.MechanicalSystem, optional
-        The learned model.
+        The learned model; for an :class:`lnn.Ensemble`, its mean with the
+        90 % interval of its total torque.
     index : int, keyword-only
         Which trajectory of the batch.
     coordinates : int or sequence of int, keyword-only
@@ -484,10 +490,25 @@ def torques(system, trajectory: Trajectory, learned=None, *, index: int = 0, coo
     ]
     units = force_units(_checks.angular_flags(None, n, system, trajectory), n)
     lines = {name: [] for name in shown}
+    interval = _torque_interval(learned, q, qd, qdd)
+    bands = []
     with style():
         fig = fig if fig is not None else new_figure(COLUMN_WIDTH, 0.8 + 1.0 * len(rows))
         axes = list(fig.subplots(len(rows), 1, sharex=True, squeeze=False)[:, 0])
         for ax, j in zip(axes, rows):
+            if interval is not None:
+                color = _COMPONENTS["total"][1]
+                bands.append(
+                    ax.fill_between(
+                        trajectory.t,
+                        interval.lower[:, j],
+                        interval.upper[:, j],
+                        color=color,
+                        alpha=0.2,
+                        linewidth=0,
+                        label="90 % interval",
+                    )
+                )
             for name in shown:
                 label, color = _COMPONENTS[name]
                 width = 0.8 if name == "total" else 1.0
@@ -508,4 +529,11 @@ def torques(system, trajectory: Trajectory, learned=None, *, index: int = 0, coo
             handles += [Line2D([], [], color="0.3"), Line2D([], [], color="0.3", linestyle="--")]
             labels += ["true", "learned"]
         fig.legend(handles, labels, loc="outside upper center", ncols=3)
-    return TorquePlot(fig, axes, lines, true, model)
+    return TorquePlot(fig, axes, lines, true, model, bands)
+
+
+def _torque_interval(learned, q, qd, qdd):
+    """The 90 % interval of an ensemble's inverse dynamics along ``(T, n)`` states, else None."""
+    if learned is None or not (callable(getattr(learned, "predict", None)) and hasattr(learned, "members")):
+        return None
+    return learned.predict(q, qd, qdd=qdd).interval("tau", level=0.9)

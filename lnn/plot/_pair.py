@@ -7,11 +7,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lnn.plot import _checks
-from lnn.trajectory import Trajectory
+from lnn.trajectory import EnsembleTrajectory, Trajectory
 
 __all__ = ["RolloutPair"]
 
 _FIELDS = ("q", "qd", "qdd", "tau", "energy")
+#: Written when present: novelty, and an ensemble rollout's members (:class:`lnn.EnsembleTrajectory`).
+_OPTIONAL = ("novelty", "novel_at", "member_q", "member_qd", "member_qdd", "member_energy", "band_scale")
 
 
 @dataclass(frozen=True)
@@ -23,7 +25,10 @@ class RolloutPair:
     header, JSON metadata, no pickle) holding the arrays ``t`` ``(T,)``,
     ``true_q``, ``true_qd``, ``true_qdd``, ``true_tau`` ``(B, T, n)``,
     ``true_energy`` ``(B, T)``, the same five with the prefix ``learned_``,
-    and ``true_nfev``/``learned_nfev``/``true_method``/``learned_method``.
+    and ``true_nfev``/``learned_nfev``/``true_method``/``learned_method``; when
+    present, ``<prefix>_novelty``/``_novel_at`` and an ensemble's members
+    (``learned_member_q`` ... ``(K, B, T, n)``, ``learned_band_scale``), read
+    back as an :class:`lnn.EnsembleTrajectory`.
     The metadata records at least ``system`` (name), ``parameters`` (to
     rebuild it with ``simulations.make_system``), ``angular`` and ``model``
     (the model file).
@@ -68,6 +73,9 @@ class RolloutPair:
                 arrays[f"{prefix}_{name}"] = getattr(trajectory, name)
             arrays[f"{prefix}_nfev"] = np.asarray(trajectory.nfev)
             arrays[f"{prefix}_method"] = np.asarray(trajectory.method)
+            for name in _OPTIONAL:
+                if getattr(trajectory, name, None) is not None:
+                    arrays[f"{prefix}_{name}"] = np.asarray(getattr(trajectory, name), np.float64)
         write_npz(path, arrays, kind="rollout-pair", metadata=self.metadata, overwrite=overwrite)
 
     @classmethod
@@ -90,12 +98,18 @@ class RolloutPair:
         arrays, metadata = read_npz(path, kind="rollout-pair", required=required)
 
         def trajectory(prefix: str) -> Trajectory:
-            return Trajectory(
+            fields = dict(
                 t=arrays["t"],
                 **{n: arrays[f"{prefix}_{n}"] for n in _FIELDS},
                 nfev=int(arrays.get(f"{prefix}_nfev", 0)),
                 method=str(arrays.get(f"{prefix}_method", "")),
                 metadata=dict(metadata),
+                novelty=arrays.get(f"{prefix}_novelty"),
+                novel_at=arrays.get(f"{prefix}_novel_at"),
             )
+            if f"{prefix}_member_q" not in arrays:
+                return Trajectory(**fields)
+            members = {n: arrays[f"{prefix}_{n}"] for n in _OPTIONAL if n.startswith("member_")}
+            return EnsembleTrajectory(**fields, **members, band_scale=float(arrays.get(f"{prefix}_band_scale", 1.0)))
 
         return cls(trajectory("true"), trajectory("learned"), metadata)

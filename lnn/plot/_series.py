@@ -11,7 +11,7 @@ import numpy as np
 from lnn import metrics
 from lnn.plot import _checks
 from lnn.plot._style import COLUMN_WIDTH, LEARNED_COLOR, PALETTE, TRUE_COLOR, coordinate_units, new_figure, style
-from lnn.trajectory import Trajectory
+from lnn.trajectory import EnsembleTrajectory, Trajectory
 
 __all__ = [
     "TrajectoryPlot",
@@ -41,12 +41,17 @@ class TrajectoryPlot:
         One row per plotted coordinate, sharing the time axis.
     true_artists, learned_artists : list of list of matplotlib.artist.Artist
         Per row, the lines (and bands) of the true and learned trajectories.
+    band_artists : list of list of matplotlib.artist.Artist
+        Per row, the members' 90 % bands around the learned mean, one per
+        trajectory (``learned`` an :class:`lnn.EnsembleTrajectory` drawn as
+        lines); empty otherwise.
     """
 
     figure: Any
     axes: list
     true_artists: list
     learned_artists: list = field(default_factory=list)
+    band_artists: list = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -60,12 +65,16 @@ class PhasePlot:
         One panel ``(q_i, qd_i)`` per plotted coordinate.
     true_artists, learned_artists : list of list of matplotlib.artist.Artist
         Per panel, the curves of the true and learned trajectories.
+    member_artists : list of list of matplotlib.artist.Artist
+        Per panel, every member's curve (thin) when ``learned`` is an
+        :class:`lnn.EnsembleTrajectory`; empty otherwise.
     """
 
     figure: Any
     axes: list
     true_artists: list
     learned_artists: list = field(default_factory=list)
+    member_artists: list = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -80,12 +89,16 @@ class EnergyErrorPlot:
         Per label, its curve(s) and band.
     errors : dict of str to ndarray, shape ``(B, T)``
         Per label, the normalised energy error that was plotted.
+    bands : dict of str to list of matplotlib.artist.Artist
+        Per label of an :class:`lnn.EnsembleTrajectory`, the band between the
+        smallest and largest of its members' errors, per trajectory (lines only).
     """
 
     figure: Any
     ax: Any
     lines: dict
     errors: dict
+    bands: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -149,6 +162,17 @@ def _draw_batch(ax, t, values, *, color, linestyle, summary, label, center="medi
     return artists
 
 
+def _member_band(ax, t, learned, name: str, index: int, *, color, level: float = 0.9) -> list:
+    """The members' nominal ``level`` band of ``name[..., index]`` of an ensemble rollout, one per trajectory."""
+    band = learned.band(name, level=level)
+    return [
+        ax.fill_between(
+            t, low, high, color=color, alpha=0.18, linewidth=0, label=f"{100 * level:g} % band" if b == 0 else None
+        )
+        for b, (low, high) in enumerate(zip(band.lower[..., index], band.upper[..., index]))
+    ]
+
+
 def _label_color(label: str, k: int) -> str:
     """Black for "true", vermillion for "learned", else the k-th palette colour."""
     fixed = {"true": TRUE_COLOR, "learned": LEARNED_COLOR}
@@ -191,7 +215,10 @@ def trajectories(
     true : lnn.Trajectory
         Ground-truth rollouts, ``q`` of shape ``(B, T, n)``.
     learned : lnn.Trajectory, optional
-        Learned-model rollouts from the same initial states, same shapes and time grid.
+        Learned-model rollouts from the same initial states, same shapes and
+        time grid. An :class:`lnn.EnsembleTrajectory` (the rollout of an
+        :class:`lnn.Ensemble`) is drawn as its mean with the members' 90 %
+        band around each trajectory.
     coordinates : int or sequence of int, keyword-only
         Which coordinates to plot, one row each (default: all).
     velocities : bool, keyword-only
@@ -220,9 +247,11 @@ def trajectories(
     with style():
         fig = _figure(fig, COLUMN_WIDTH, 0.4 + 1.0 * len(rows))
         axes = list(np.atleast_1d(fig.subplots(len(rows), 1, sharex=True, squeeze=False)[:, 0]))
-        true_artists, learned_artists = [], []
+        true_artists, learned_artists, band_artists = [], [], []
         for ax, i in zip(axes, rows):
             field_name = "qd" if velocities else "q"
+            if isinstance(learned, EnsembleTrajectory) and mode == "lines":
+                band_artists.append(_member_band(ax, learned.t, learned, field_name, i, color=LEARNED_COLOR))
             true_artists.append(
                 _draw_batch(
                     ax,
@@ -253,7 +282,7 @@ def trajectories(
         axes[0].set_xlim(true.t[0], true.t[-1])
         if learned is not None:
             axes[0].legend(loc="upper right", ncols=2)
-    return TrajectoryPlot(fig, axes, true_artists, learned_artists)
+    return TrajectoryPlot(fig, axes, true_artists, learned_artists, band_artists)
 
 
 def phase_portraits(
@@ -272,7 +301,8 @@ def phase_portraits(
     true : lnn.Trajectory
         Ground-truth rollouts, ``q`` and ``qd`` of shape ``(B, T, n)``.
     learned : lnn.Trajectory, optional
-        Learned rollouts from the same initial states, same shapes.
+        Learned rollouts from the same initial states, same shapes; an
+        :class:`lnn.EnsembleTrajectory` adds every member's curve, thin.
     coordinates : int or sequence of int, keyword-only
         Coordinates to plot, one panel each (default: all, at most 4).
     angular : sequence of bool, keyword-only
@@ -301,8 +331,10 @@ def phase_portraits(
     with style():
         fig = _figure(fig, COLUMN_WIDTH if len(cols) <= 2 else 1.6 * len(cols), 1.9)
         axes = list(fig.subplots(1, len(cols), squeeze=False)[0])
-        true_artists, learned_artists = [], []
+        true_artists, learned_artists, member_artists = [], [], []
         for ax, i in zip(axes, cols):
+            if isinstance(learned, EnsembleTrajectory):
+                member_artists.append(_member_curves(ax, learned, i, count))
             drawn = []
             for b in range(count):
                 drawn += ax.plot(
@@ -326,7 +358,23 @@ def phase_portraits(
             ax.set_ylabel(rf"$\dot q_{{{i + 1}}}$ [{_dot(units[i])}]")
         if learned is not None:
             axes[0].legend(loc="best")
-    return PhasePlot(fig, axes, true_artists, learned_artists)
+    return PhasePlot(fig, axes, true_artists, learned_artists, member_artists)
+
+
+def _member_curves(ax, learned: EnsembleTrajectory, i: int, count: int) -> list:
+    """Every member's phase curve ``(q_i, qd_i)`` of the first ``count`` trajectories, thin and faint."""
+    drawn = []
+    for k in range(learned.n_members):
+        for b in range(count):
+            drawn += ax.plot(
+                learned.member_q[k, b, :, i],
+                learned.member_qd[k, b, :, i],
+                color=LEARNED_COLOR,
+                linewidth=0.4,
+                alpha=0.3,
+                label="members" if k == 0 and b == 0 else None,
+            )
+    return drawn
 
 
 def _energies(trajectory: Trajectory, system) -> np.ndarray:
@@ -360,7 +408,9 @@ def energy_error(
     ----------
     rollouts : lnn.Trajectory or mapping of str to lnn.Trajectory
         One curve (or median and band) per label, e.g. ``{"LNN": ..., "MLP": ...}``;
-        each ``q``, ``qd`` of shape ``(B, T, n)``.
+        each ``q``, ``qd`` of shape ``(B, T, n)``. An
+        :class:`lnn.EnsembleTrajectory` is drawn as the error of its mean with
+        the band between its members' smallest and largest errors.
     reference : lnn.Trajectory, keyword-only, optional
         True rollouts ``(B, T, n)`` from the same initial states; needs ``system``.
     system : lnn.MechanicalSystem, keyword-only, optional
@@ -388,24 +438,34 @@ def energy_error(
         reference = _checks.as_trajectory(reference, "reference")
         if system is None:
             raise ValueError("energy_error with a reference needs the true system=, got system=None")
-    errors, lines = {}, {}
+    errors, lines, bands = {}, {}, {}
     with style():
         fig, ax = _axes(ax)
         for k, (label, trajectory) in enumerate(rollouts.items()):
-            if reference is not None:
-                error = metrics.energy_error(system, trajectory, reference, scale=scale).error
-            else:
-                energy = _energies(trajectory, system)
-                norm = scale if scale is not None else float(np.max(np.abs(energy[:, 0]))) or 1.0
-                error = np.abs(energy - energy[:, :1]) / norm
+            error = _energy_error(trajectory, reference, system, scale)
             errors[label] = error
+            mode = _summary(summary, trajectory.n_trajectories)
+            if isinstance(trajectory, EnsembleTrajectory) and mode == "lines":
+                members = np.stack(
+                    [_energy_error(trajectory.member(m), reference, system, scale) for m in range(trajectory.n_members)]
+                )
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    low, high = np.nanmin(members, axis=0), np.nanmax(members, axis=0)
+                color = _label_color(label, k)
+                bands[label] = [
+                    ax.fill_between(
+                        trajectory.t, np.where(lo > 0, lo, np.nan), hi, color=color, alpha=0.18, linewidth=0
+                    )
+                    for lo, hi in zip(low, high)
+                ]
             lines[label] = _draw_batch(
                 ax,
                 trajectory.t,
                 np.where(error > 0, error, np.nan),
                 color=_label_color(label, k),
                 linestyle="-",
-                summary=_summary(summary, trajectory.n_trajectories),
+                summary=mode,
                 label=label,
             )
         ax.set_yscale("log")
@@ -420,7 +480,16 @@ def energy_error(
         ax.set_ylabel(f"${what}$ [1]")
         if len(rollouts) > 1 or next(iter(rollouts)) != "rollout":
             ax.legend(loc="lower right")
-    return EnergyErrorPlot(fig, ax, lines, errors)
+    return EnergyErrorPlot(fig, ax, lines, errors, bands)
+
+
+def _energy_error(trajectory: Trajectory, reference, system, scale) -> np.ndarray:
+    """The normalised energy error ``(B, T)`` of :func:`energy_error` (against ``reference`` or the drift)."""
+    if reference is not None:
+        return metrics.energy_error(system, trajectory, reference, scale=scale).error
+    energy = _energies(trajectory, system)
+    norm = scale if scale is not None else float(np.max(np.abs(energy[:, 0]))) or 1.0
+    return np.abs(energy - energy[:, :1]) / norm
 
 
 def rollout_error(

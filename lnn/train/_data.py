@@ -190,16 +190,18 @@ def prepare(dataset, validation, *, seed: int, horizon: int, rollout: bool) -> T
 
 
 def _dataset(arrays: dict, index: np.ndarray, batch_size: int, dtype, windows, horizon: int):
-    """A batched ``tf.data`` pipeline of ``(q, qd, qdd, tau[, q_win, qd_win, tau_win])``."""
+    """A batched ``tf.data`` pipeline of ``(q, qd, qdd, tau[, q_win, qd_win, tau_win][, weights])``."""
     np_dtype = dtype.as_numpy_dtype
+    rows = index if windows is None else windows[index]
     if windows is None:
         tensors = tuple(arrays[k][index].astype(np_dtype) for k in _KEYS)
     else:
-        starts = windows[index]
-        span = starts[:, None] + np.arange(horizon + 1)[None, :]
-        tensors = tuple(arrays[k][starts].astype(np_dtype) for k in _KEYS) + tuple(
+        span = rows[:, None] + np.arange(horizon + 1)[None, :]
+        tensors = tuple(arrays[k][rows].astype(np_dtype) for k in _KEYS) + tuple(
             arrays[k][span].astype(np_dtype) for k in ("q", "qd", "tau")
         )
+    if "weights" in arrays:  # an ensemble's per-member sample weights (lnn.train._ensemble), last
+        tensors += (arrays["weights"][rows].astype(np_dtype),)
     return tf.data.Dataset.from_tensor_slices(tensors).batch(batch_size).prefetch(tf.data.AUTOTUNE)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from lnn.train import _data, _identifiability, _model, _options
+from lnn.train import _data, _ensemble, _identifiability, _model, _options
 from lnn.train._callbacks import Callbacks
 from lnn.train._checkpoints import Best, Checkpoints
 from lnn.train._clock import Clock
@@ -167,6 +168,15 @@ def fit(
     -------
     History
 
+    Notes
+    -----
+    An :class:`lnn.Ensemble` is trained in one compiled step for all its
+    members, each on its own bootstrap of the training trajectories (seeded
+    by ``seed``; :mod:`lnn.train`), each member's gradient clipped by
+    ``clipnorm`` on its own; the losses reported are the members' mean. After
+    training it is calibrated on the validation data
+    (:meth:`lnn.Ensemble.calibrate`; not without ``validation``).
+
     Raises
     ------
     TrainingDivergedError
@@ -200,6 +210,8 @@ def fit(
     _model.require_callable(model)
     clock = Clock(time_limit=options.time_limit, epochs=options.epochs)
     data = _data.prepare(dataset, validation, seed=seed, horizon=options.horizon, rollout=options.rollout)
+    if _ensemble.is_ensemble(model):
+        data = _ensemble.weighted(data, model, seed=seed)
     _identifiability.check(options.weights, data.train["tau"])
     strategy, dtype = _model.prepare(
         model, data, strategy=strategy, adapt=adapt, initialization=initialization, seed=seed
@@ -224,6 +236,8 @@ def fit(
             stopped = training.run(logs)
             if restore_best:
                 training.best.restore(model)
+            if _ensemble.is_ensemble(model):
+                _ensemble.calibrate(model, data)
             training.hooks.train_end()
     return training.record.history(
         best_epoch=training.best.epoch,
@@ -256,8 +270,11 @@ class _Training:
     ) -> None:
         self.model, self.options, self.clock, self.progress = model, options, clock, progress
         self.pipeline = _data.Pipeline(data, batch_size=options.batch_size, dtype=dtype, strategy=strategy)
-        self.optimizer = make_optimizer(model, strategy, learning_rate=options.schedule.base, clipnorm=options.clipnorm)
-        self.trainer = build_trainer(
+        ensemble = _ensemble.is_ensemble(model)  # its members are clipped one by one, by its trainer
+        clipnorm = None if ensemble else options.clipnorm
+        self.optimizer = make_optimizer(model, strategy, learning_rate=options.schedule.base, clipnorm=clipnorm)
+        build = functools.partial(_ensemble.build_trainer, clipnorm=options.clipnorm) if ensemble else build_trainer
+        self.trainer = build(
             model,
             options.weights,
             data=data,

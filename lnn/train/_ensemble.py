@@ -1,0 +1,195 @@
+"""Training an ensemble in one compiled step: bootstrap weights and :class:`EnsembleTrainer`.
+
+An ensemble (a model with a ``members`` tuple, :class:`lnn.Ensemble`) is
+trained by one train step whose graph holds every member's loss and
+gradient side by side (under XLA for the kinds that compile well), one
+optimizer over all the members' variables, and one ``tf.data`` pipeline:
+
+- **Bootstrap**: member ``k`` weighs every training sample by how often its
+  *unit* was drawn in a bootstrap resample of the units (``Multinomial(U,
+  1/U)`` counts, seeded by fit's ``seed`` and ``k``). A unit is a
+  trajectory when the training data have at least :data:`MIN_UNITS` of
+  them, else one of :data:`MIN_UNITS` contiguous blocks of the samples (one
+  long recording). So every member sees the full batch, weighted by its own
+  resample (about 37 % of the units weigh zero for a member), which is the
+  bootstrap of the trajectories in distribution and costs no second
+  pipeline. The weights travel as one more ``(B, K)`` tensor of the batch;
+  validation samples weigh one for every member.
+- **Loss**: each term is the mean over the members of each member's weighted
+  sum (so the reported losses read like one model's); the gradient of each
+  member is its own loss's.
+- **Clipping**: fit's ``clipnorm`` bounds the global gradient norm of each
+  member separately (Keras's optimizer clip would couple the members), and a
+  step that is not finite for any member is not applied to any.
+
+After training, :func:`lnn.fit` calibrates the ensemble on its validation
+data (:meth:`lnn.Ensemble.calibrate`).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import tensorflow as tf
+
+from lnn.train._data import TrainingData
+from lnn.train._losses import TERMS, Batch, term_scales
+from lnn.train._steps import _Trainer, use_xla
+
+__all__ = ["MIN_UNITS", "EnsembleTrainer", "bootstrap_weights", "build_trainer", "calibrate", "is_ensemble", "weighted"]
+
+#: Fewer training trajectories than this: the bootstrap resamples this many contiguous blocks instead.
+MIN_UNITS = 10
+
+
+def is_ensemble(model) -> bool:
+    """Whether ``model`` is an ensemble (a non-empty ``members`` tuple)."""
+    members = getattr(model, "members", None)
+    return isinstance(members, tuple) and len(members) > 0
+
+
+def bootstrap_weights(trajectory: np.ndarray, members: int, *, seed: int, bootstrap: bool = True) -> np.ndarray:
+    """Per-sample weights of every member: its bootstrap count of the sample's unit.
+
+    Parameters
+    ----------
+    trajectory : numpy.ndarray, shape ``(N,)``
+        Trajectory id of every training sample, in the data's order.
+    members : int
+        ``K``.
+    seed : int, keyword-only
+    bootstrap : bool, keyword-only
+        False: every weight is one.
+
+    Returns
+    -------
+    numpy.ndarray, shape ``(N, K)``, float64
+        Member ``k``'s weight of each sample (integers, mean about one).
+    """
+    n = trajectory.shape[0]
+    if not bootstrap:
+        return np.ones((n, members))
+    ids, units = np.unique(trajectory, return_inverse=True)
+    if ids.size < MIN_UNITS:
+        units = (np.arange(n) * min(MIN_UNITS, n)) // n
+    count = int(units.max()) + 1
+    out = np.empty((n, members))
+    for k in range(members):
+        draws = np.random.default_rng([int(seed), k]).multinomial(count, np.full(count, 1.0 / count))
+        out[:, k] = draws[units]
+    return out
+
+
+def weighted(data: TrainingData, model, *, seed: int) -> TrainingData:
+    """``data`` with the members' bootstrap weights (``"weights"``, ``(N, K)``) beside its training and validation
+    arrays."""
+    k = len(model.members)
+    train = dict(data.train)
+    train["weights"] = bootstrap_weights(
+        train["trajectory"], k, seed=seed, bootstrap=bool(getattr(model, "bootstrap", True))
+    )
+    validation = None
+    if data.validation is not None:
+        validation = dict(data.validation, weights=np.ones((data.validation["q"].shape[0], k)))
+    return TrainingData(train, validation, data.n, data.horizon, data.windows, data.val_windows, data.dt)
+
+
+def build_trainer(
+    model, weights: dict, *, data, signature, optimizer, strategy, dtype, xla, clipnorm
+) -> EnsembleTrainer:
+    """fit's :class:`EnsembleTrainer` (XLA as for one member: :func:`lnn.train._steps.use_xla`)."""
+    terms = [k for k, w in weights.items() if w > 0]
+    return EnsembleTrainer(
+        model,
+        weights,
+        n=data.n,
+        dtype=dtype,
+        scales=term_scales(terms, data.train),
+        strategy=strategy,
+        optimizer=optimizer,
+        horizon=data.horizon,
+        dt=data.dt,
+        signature=signature,
+        jit_compile=use_xla(model.members[0], weights, xla),
+        clipnorm=clipnorm,
+    )
+
+
+def calibrate(model, data: TrainingData):
+    """Calibrate an ensemble on fit's validation arrays (None without validation data)."""
+    if data.validation is None or not callable(getattr(model, "calibrate", None)):
+        return None
+    return model.calibrate(SimpleNamespace(**{k: data.validation[k] for k in ("q", "qd", "qdd", "tau")}))
+
+
+class EnsembleTrainer(_Trainer):
+    """The compiled train and evaluation steps of an ensemble (see the module docstring).
+
+    Parameters
+    ----------
+    model : lnn.Ensemble
+    clipnorm : float or None, keyword-only
+        Bound of each member's global gradient norm (the optimizer must not clip).
+    **options
+        Those of :class:`lnn.train._steps._Trainer`; the batches end with the
+        weights ``(B, K)``.
+    """
+
+    def __init__(self, model, weights, *, clipnorm: float | None, **options) -> None:
+        members = model.members
+        position = {id(v): i for i, v in enumerate(model.trainable_variables)}
+        self.groups = [[position[id(v)] for v in m.trainable_variables] for m in members]
+        self.clipnorm = clipnorm
+        super().__init__(model, weights, **options)
+
+    def _replica_sums(self, batch, training: bool):
+        """Mean over the members of each term's weighted sum over the local batch, and the batch size."""
+        *tensors, sample_weights = batch
+        members = self.model.members
+        per_term = {k: [] for k in self.terms}
+        view = None
+        for i, member in enumerate(members):
+            view = Batch(
+                member,
+                tensors,
+                scales=self.scales,
+                training=training,
+                horizon=self.horizon,
+                dt=self.dt,
+                engine=self.engine,
+            )
+            w = sample_weights[:, i]
+            for k in self.terms:
+                per_term[k].append(tf.reduce_sum(w * TERMS[k].value(view)))
+        sums = {k: tf.add_n(v) / float(len(members)) for k, v in per_term.items()}
+        return sums, tf.cast(view.rows, self.dtype)
+
+    def _clipped(self, grads: list) -> list:
+        """Each member's gradients clipped to global norm ``clipnorm`` (scaled to its own loss)."""
+        grads = [g * float(len(self.groups)) for g in grads]  # the loss is the members' mean
+        if self.clipnorm is None:
+            return grads
+        out = list(grads)
+        for group in self.groups:
+            clipped, _ = tf.clip_by_global_norm([grads[i] for i in group], self.clipnorm)
+            for i, g in zip(group, clipped):
+                out[i] = g
+        return out
+
+    def _distributed_train(self, *batch):
+        self.traces += 1  # Python side effect: runs once per tracing
+        sums, rows, grads = self.strategy.run(self._replica_train, args=batch)
+        grads = [self._sum(g) for g in grads]
+        sums, rows = {k: self._sum(v) for k, v in sums.items()}, self._sum(rows)
+        finite = [tf.reduce_all(tf.math.is_finite(g)) for g in grads]
+        finite += [tf.math.is_finite(v) for v in sums.values()]
+        variables = self.model.trainable_variables
+        grads = self._clipped(grads)
+
+        def apply():
+            self.optimizer.apply_gradients(zip(grads, variables))
+            return tf.constant(True)
+
+        applied = tf.cond(tf.reduce_all(tf.stack(finite)), apply, lambda: tf.constant(False))
+        return (sums, rows), applied
