@@ -1,0 +1,376 @@
+"""lnn.Ensemble: one compiled training step, predictions with their spread, calibration, rollouts, files, plots, CLI."""
+
+from __future__ import annotations
+
+import warnings
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tensorflow")
+
+import lnn  # noqa: E402
+import simulations  # noqa: E402
+from lnn import uncertainty  # noqa: E402
+from lnn.train import _ensemble  # noqa: E402
+
+OPTIONS = dict(angular=True, dtype="float64", hidden=(16, 16))
+
+
+@pytest.fixture(scope="module")
+def data():
+    return lnn.generate(simulations.DoublePendulum(g=9.8), n_trajectories=24, duration=1.0, dt=0.05, seed=0)
+
+
+@pytest.fixture(scope="module")
+def trained(data):
+    """A 3-member ensemble after two epochs (members' initial weights kept for the checks)."""
+    ensemble = lnn.Ensemble(2, 3, seed=0, **OPTIONS)
+    before = [[v.numpy().copy() for v in m.trainable_variables] for m in ensemble.members]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", lnn.IdentifiabilityWarning)
+        history = lnn.fit(ensemble, data, epochs=2, batch_size=64, validation=0.25, seed=0)
+    return SimpleNamespace(ensemble=ensemble, history=history, before=before)
+
+
+def _states(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-np.pi, np.pi, (n, 2)), rng.normal(0.0, 1.0, (n, 2))
+
+
+# -- construction ---------------------------------------------------------------------------
+
+
+def test_members_share_a_configuration_and_differ_by_seed():
+    ensemble = lnn.Ensemble(2, 4, seed=7, kind="kinetic-potential", **OPTIONS)
+    assert ensemble.n_members == 4 and ensemble.kind == "kinetic-potential" and ensemble.angular == (True, True)
+    assert [m.seed for m in ensemble.members] == [7, 8, 9, 10]
+    configs = [{k: v for k, v in m.get_config().items() if k not in ("seed", "name")} for m in ensemble.members]
+    assert all(c == configs[0] for c in configs)
+    first = [m.trainable_variables[0].numpy() for m in ensemble.members]
+    assert not np.allclose(first[0], first[1])
+
+
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        (dict(members=1), ValueError),
+        (dict(members=2, kind="no-such-kind"), ValueError),
+        (dict(members=2, seed=1.5), TypeError),
+    ],
+)
+def test_bad_options_are_refused(kwargs, error):
+    with pytest.raises(error):
+        lnn.Ensemble(2, **kwargs)
+
+
+# -- training --------------------------------------------------------------------------------
+
+
+def test_fit_trains_every_member_in_one_traced_step(trained):
+    assert trained.history.traces == 1
+    for member, before in zip(trained.ensemble.members, trained.before):
+        moved = [not np.allclose(v.numpy(), b) for v, b in zip(member.trainable_variables, before)]
+        assert all(moved)
+    assert np.all(np.isfinite(trained.history.train["total"]))
+
+
+def test_fit_calibrates_on_its_validation_data(trained):
+    ensemble = trained.ensemble
+    assert ensemble.calibrated
+    assert np.all(ensemble.qdd_scale.numpy() > 0) and np.all(ensemble.qdd_floor.numpy() >= 0)
+    assert float(ensemble.disagreement_scale.numpy()) > 0
+
+
+def test_bootstrap_weights_resample_trajectories_or_blocks():
+    ids = np.repeat(np.arange(20), 7)
+    weights = _ensemble.bootstrap_weights(ids, 4, seed=3)
+    assert weights.shape == (140, 4)
+    for k in range(4):
+        per_trajectory = weights[:, k].reshape(20, 7)
+        assert np.all(per_trajectory == per_trajectory[:, :1])  # one count per trajectory
+        assert per_trajectory[:, 0].sum() == 20  # a resample of 20 trajectories
+    assert not np.array_equal(weights[:, 0], weights[:, 1])
+    np.testing.assert_array_equal(weights, _ensemble.bootstrap_weights(ids, 4, seed=3))
+    one_log = _ensemble.bootstrap_weights(np.zeros(100, int), 2, seed=0)  # one recording: 10 blocks of 10
+    assert np.all(one_log[:, 0].reshape(10, 10) == one_log[:, :1].reshape(10, 10)[:, :1])
+    assert one_log[:, 0].sum() == 100
+    np.testing.assert_array_equal(_ensemble.bootstrap_weights(ids, 3, seed=0, bootstrap=False), 1.0)
+
+
+def test_the_step_is_the_sum_of_the_members_weighted_losses(data):
+    """Each member's gradient is that of its own bootstrap-weighted loss (no coupling through the mean)."""
+    import tensorflow as tf
+
+    from lnn.train import _data, _model
+    from lnn.train._losses import loss_weights
+
+    ensemble = lnn.Ensemble(2, 2, seed=0, **OPTIONS)
+    prepared = _data.prepare(data, None, seed=0, horizon=5, rollout=False)
+    strategy, dtype = _model.prepare(ensemble, prepared, strategy=None, adapt=True, initialization=None, seed=0)
+    prepared = _ensemble.weighted(prepared, ensemble, seed=0)
+    pipeline = _data.Pipeline(prepared, batch_size=32, dtype=dtype, strategy=strategy)
+    options = dict(data=prepared, signature=pipeline.element_spec, optimizer=None, strategy=strategy, dtype=dtype)
+    trainer = _ensemble.build_trainer(ensemble, loss_weights("acceleration"), xla=False, clipnorm=None, **options)
+    batch = next(iter(pipeline.epoch(0, shuffle=False, seed=0)))
+    sums, rows, grads = trainer.local_gradients(*batch)
+    scale = trainer.scales["qdd"]
+    for k, member in enumerate(ensemble.members):
+        with tf.GradientTape() as tape:
+            qdd = member((batch[0], batch[1], batch[3]))
+            loss = tf.reduce_sum(batch[4][:, k] * tf.reduce_mean(((qdd - batch[2]) / scale) ** 2, axis=-1))
+        expected = tape.gradient(loss, member.trainable_variables)
+        for i, g in zip(trainer.groups[k], expected):
+            np.testing.assert_allclose(grads[i].numpy() * 2, g.numpy(), rtol=1e-9, atol=1e-12)
+
+
+# -- predictions --------------------------------------------------------------------------------
+
+
+def test_predict_is_the_members_mean_and_spread(trained):
+    ensemble = trained.ensemble
+    q, qd = _states(50)
+    tau, qdd = np.random.default_rng(1).normal(size=(2, 50, 2))
+    prediction = ensemble.predict(q, qd, tau=tau, qdd=qdd)
+    members_qdd = np.stack([m.acceleration(q, qd, tau).numpy() for m in ensemble.members])
+    members_tau = np.stack([m.inverse_dynamics(q, qd, qdd).numpy() for m in ensemble.members])
+    np.testing.assert_allclose(prediction.qdd_members, members_qdd, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(prediction.qdd, members_qdd.mean(0), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(prediction.qdd_spread, members_qdd.std(0, ddof=1), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(prediction.tau, members_tau.mean(0), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(prediction.tau_spread, members_tau.std(0, ddof=1), rtol=1e-8, atol=1e-10)
+    a, b = ensemble.qdd_scale.numpy(), ensemble.qdd_floor.numpy()
+    np.testing.assert_allclose(prediction.qdd_std, np.sqrt((a * prediction.qdd_spread) ** 2 + b**2), rtol=1e-12)
+    band = prediction.interval("qdd", level=0.9)
+    np.testing.assert_allclose(band.upper - band.mean, 1.6448536269514722 * prediction.qdd_std, rtol=1e-12)
+    assert ensemble.predict(q, qd).tau is None
+    with pytest.raises(ValueError, match="no tau"):
+        ensemble.predict(q, qd).interval("tau")
+
+
+def test_the_mean_mechanics_are_the_members_means(trained):
+    ensemble = trained.ensemble
+    q, qd = _states(5, seed=2)
+    for method, args in (("acceleration", (q, qd)), ("mass_matrix", (q, qd)), ("energy", (q, qd))):
+        expected = np.mean([getattr(m, method)(*args).numpy() for m in ensemble.members], axis=0)
+        np.testing.assert_allclose(getattr(ensemble, method)(*args).numpy(), expected, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(ensemble((q, qd)).numpy(), ensemble.acceleration(q, qd).numpy(), rtol=1e-10)
+
+
+def test_predict_refuses_bad_shapes(trained):
+    with pytest.raises(ValueError, match="qd"):
+        trained.ensemble.predict(np.zeros((3, 2)), np.zeros((4, 2)))
+    with pytest.raises(ValueError, match="batch"):
+        trained.ensemble.predict(np.zeros(2), np.zeros(2))
+
+
+# -- calibration ---------------------------------------------------------------------------------
+
+
+def test_fit_calibration_recovers_a_known_scale_and_floor():
+    rng = np.random.default_rng(0)
+    spread = rng.lognormal(0.0, 0.8, (40_000, 2))
+    scale, floor = np.array([2.5, 0.7]), np.array([0.3, 1.2])
+    mean = rng.normal(size=spread.shape)
+    truth = mean + np.sqrt((scale * spread) ** 2 + floor**2) * rng.normal(size=spread.shape)
+    fitted = uncertainty.fit_calibration("qdd", truth, mean, spread)
+    np.testing.assert_allclose(fitted.scale, scale, rtol=0.03)
+    np.testing.assert_allclose(fitted.floor, floor, rtol=0.06)
+    np.testing.assert_allclose(fitted.coverage[0.9], 0.9, atol=0.01)
+    np.testing.assert_allclose(fitted.coverage[0.5], 0.5, atol=0.01)
+    assert np.all(fitted.nll < fitted.raw_nll)
+
+
+def test_calibrate_finds_the_noise_of_the_targets(trained):
+    """Targets = the ensemble's mean plus Gaussian noise of known size: the floor is that noise."""
+    ensemble = lnn.Ensemble.from_members(trained.ensemble.members)
+    q, qd = _states(6000, seed=3)
+    rng = np.random.default_rng(4)
+    tau = rng.normal(size=q.shape)
+    mean = ensemble.predict(q, qd, tau=tau).qdd
+    sigma = np.array([0.5, 2.0]) * np.abs(mean).mean(axis=0)
+    qdd = mean + sigma * rng.normal(size=q.shape)
+    result = ensemble.calibrate(SimpleNamespace(q=q, qd=qd, qdd=qdd, tau=tau))
+    np.testing.assert_allclose(result.qdd.floor, sigma, rtol=0.05)
+    np.testing.assert_allclose(ensemble.qdd_floor.numpy(), result.qdd.floor)
+    held_q, held_qd = _states(6000, seed=5)
+    held = ensemble.predict(held_q, held_qd, tau=tau)
+    truth = held.qdd + sigma * rng.normal(size=held_q.shape)
+    covered = lnn.metrics.calibration(truth, held.qdd, held.qdd_std)
+    np.testing.assert_allclose(covered.coverage[0.9], 0.9, atol=0.015)
+    np.testing.assert_allclose(covered.coverage[0.5], 0.5, atol=0.02)
+    # The torques: the inverse dynamics at the data's qdd plus noise of 0.1.
+    torque = ensemble.predict(q, qd, qdd=qdd).tau + 0.1 * rng.normal(size=q.shape)
+    result = ensemble.calibrate(SimpleNamespace(q=q, qd=qd, qdd=qdd, tau=torque))
+    np.testing.assert_allclose(result.tau.floor, 0.1, rtol=0.05)
+    np.testing.assert_allclose(result.tau.coverage[0.9], 0.9, atol=0.015)
+
+
+def test_from_members_copies_trained_networks_and_refuses_mixtures(trained):
+    members = trained.ensemble.members
+    copy = lnn.Ensemble.from_members(members)
+    assert not copy.calibrated and not copy.bootstrap
+    q, qd = _states(20, seed=6)
+    np.testing.assert_array_equal(copy.predict(q, qd).qdd_members, trained.ensemble.predict(q, qd).qdd_members)
+    np.testing.assert_array_equal(copy.novelty(q, qd, disagreement=False), members[0].novelty(q, qd))
+    other = lnn.LagrangianNetwork(2, angular=True, dtype="float64", hidden=(8, 8))
+    with pytest.raises(ValueError, match="hidden"):
+        lnn.Ensemble.from_members([members[0], other])
+    with pytest.raises(TypeError):
+        lnn.Ensemble.from_members([members[0]])
+
+
+def test_novelty_of_an_ensemble_adds_its_disagreement(trained):
+    ensemble = trained.ensemble
+    q, qd = _states(200, seed=7)
+    distance = ensemble.novelty(q, qd, disagreement=False)
+    np.testing.assert_array_equal(distance, ensemble.members[0].novelty(q, qd))
+    combined = ensemble.novelty(q, qd)
+    assert np.all(combined >= distance)
+    spread = ensemble.predict(q, qd).qdd_spread
+    relative = np.sqrt(np.mean((spread / ensemble.members[0].qdd_std.numpy()) ** 2, axis=1))
+    np.testing.assert_allclose(
+        combined, np.maximum(distance, relative / float(ensemble.disagreement_scale.numpy())), rtol=1e-6
+    )
+
+
+# -- files ---------------------------------------------------------------------------------------
+
+
+def test_save_and_load_give_the_same_ensemble(trained, tmp_path):
+    path = tmp_path / "ensemble.keras"
+    trained.ensemble.save(path)
+    loaded = lnn.load_model(path)
+    assert isinstance(loaded, lnn.Ensemble) and loaded.n_members == 3 and loaded.calibrated
+    q, qd = _states(30, seed=8)
+    qdd = np.random.default_rng(9).normal(size=q.shape)
+    a, b = trained.ensemble.predict(q, qd, qdd=qdd), loaded.predict(q, qd, qdd=qdd)
+    for name in ("qdd", "qdd_std", "tau", "tau_std"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    np.testing.assert_array_equal(loaded.novelty(q, qd), trained.ensemble.novelty(q, qd))
+    for x, y in zip(trained.ensemble.variables, loaded.variables):
+        np.testing.assert_array_equal(x.numpy(), y.numpy())
+
+
+# -- rollouts -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ensemble_rollout(trained):
+    q, qd = _states(4, seed=10)
+    t = np.linspace(0.0, 0.5, 11)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", lnn.NoveltyWarning)
+        path = lnn.rollout(trained.ensemble, q, qd, t, method="RK45", rtol=1e-9, atol=1e-9)
+    return SimpleNamespace(path=path, q=q, qd=qd, t=t)
+
+
+def test_rollout_of_an_ensemble_rolls_every_member_out(trained, ensemble_rollout):
+    path = ensemble_rollout.path
+    assert isinstance(path, lnn.EnsembleTrajectory) and isinstance(path, lnn.Trajectory)
+    assert path.member_q.shape == (3, 4, 11, 2) and path.member_energy.shape == (3, 4, 11)
+    for k, member in enumerate(trained.ensemble.members):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", lnn.NoveltyWarning)
+            alone = lnn.rollout(
+                member, ensemble_rollout.q, ensemble_rollout.qd, ensemble_rollout.t, method="RK45", rtol=1e-9, atol=1e-9
+            )
+        np.testing.assert_array_equal(path.member_q[k], alone.q)
+        np.testing.assert_array_equal(path.member(k).qd, alone.qd)
+    np.testing.assert_allclose(path.q, path.member_q.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(path.std("qd"), path.member_qd.std(axis=0, ddof=1), rtol=1e-12)
+    band = path.band("q", level=0.5)
+    np.testing.assert_allclose(band.upper - path.q, 0.6744897501960817 * path.std("q"), rtol=1e-12, atol=1e-14)
+    assert path.novelty.shape == (4, 11) and path.novel_at.shape == (4,)
+    assert path.metadata["members"] == 3
+
+
+def test_an_ensemble_rollout_selects_cuts_and_saves_with_its_members(ensemble_rollout, tmp_path):
+    path = ensemble_rollout.path
+    part = path[1:3].until(0.2)
+    assert isinstance(part, lnn.EnsembleTrajectory) and part.member_q.shape == (3, 2, 5, 2)
+    np.testing.assert_array_equal(part.member_qd, path.member_qd[:, 1:3, :5])
+    path.save(tmp_path / "e.npz")
+    loaded = lnn.Trajectory.load(tmp_path / "e.npz")
+    assert isinstance(loaded, lnn.EnsembleTrajectory)
+    np.testing.assert_array_equal(loaded.member_q, path.member_q)
+    np.testing.assert_array_equal(loaded.novelty, path.novelty)
+    from lnn.plot import RolloutPair
+
+    pair = RolloutPair(path.member(0), path, {"system": "double-pendulum"})
+    pair.save(tmp_path / "pair.npz")
+    back = RolloutPair.load(tmp_path / "pair.npz")
+    assert isinstance(back.learned, lnn.EnsembleTrajectory) and not isinstance(back.true, lnn.EnsembleTrajectory)
+    np.testing.assert_array_equal(back.learned.member_qdd, path.member_qdd)
+
+
+def test_band_coverage_counts_the_truth_inside_the_band(ensemble_rollout):
+    path = ensemble_rollout.path
+    inside = path.member(0)
+    far = lnn.Trajectory(t=path.t, q=path.q + 1e3, qd=path.qd, qdd=path.qdd, tau=path.tau, energy=path.energy)
+    assert np.all(lnn.metrics.band_coverage(path, far) == 0.0)
+    coverage = lnn.metrics.band_coverage(path, inside, level=0.999999)
+    assert coverage.shape == (2,) and np.all(coverage > 0.9)
+
+
+# -- plots ----------------------------------------------------------------------------------------
+
+
+def test_plots_draw_bands_for_an_ensemble(trained, ensemble_rollout):
+    from lnn import plot
+
+    path = ensemble_rollout.path
+    true = path.member(0)
+    drawn = plot.trajectories(true, path)
+    assert len(drawn.band_artists) == 2 and all(len(row) == 4 for row in drawn.band_artists)
+    assert plot.trajectories(true, true).band_artists == []
+    phase = plot.phase_portraits(true, path, max_lines=2)
+    assert len(phase.member_artists) == 2 and all(len(p) == 3 * 2 for p in phase.member_artists)
+    energy = plot.energy_error({"ensemble": path}, summary="lines")
+    assert len(energy.bands["ensemble"]) == 4
+    torques = plot.torques(simulations.DoublePendulum(g=9.8), true, trained.ensemble)
+    assert len(torques.bands) == 2
+    single = plot.torques(simulations.DoublePendulum(g=9.8), true, trained.ensemble.members[0])
+    assert single.bands == []
+
+
+# -- evaluation -----------------------------------------------------------------------------------
+
+
+def test_evaluate_reports_calibration_and_novelty_of_an_ensemble(trained, data):
+    held = lnn.generate(simulations.DoublePendulum(g=9.8), n_trajectories=3, duration=0.5, dt=0.05, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", lnn.NoveltyWarning)
+        table = lnn.evaluate(trained.ensemble, held, n_rollouts=2, method="RK45")
+    values = table.as_dict()
+    for name in ("qdd_coverage_50", "qdd_coverage_90", "rollout_band_coverage_90"):
+        assert 0.0 <= values[name] <= 1.0
+    assert np.isfinite(values["qdd_nll"]) and 0.0 <= values["novel_fraction"] <= 1.0
+    assert "tau_coverage_90" not in values  # unforced data: no torque interval to check
+    single = lnn.evaluate(trained.ensemble.members[0], held, n_rollouts=0).as_dict()
+    assert "qdd_coverage_90" not in single and "novel_fraction" in single
+
+
+# -- command line ---------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_lnn_train_ensemble_writes_a_model_that_loads(data, tmp_path, capsys):
+    from lnn.cli import main
+
+    data_path, model_path = tmp_path / "data.npz", tmp_path / "ensemble.keras"
+    data.save(data_path)
+    code = main(
+        ["train", str(data_path), "-o", str(model_path), "--ensemble", "2", "--hidden", "8,8", "--epochs", "1"]
+        + ["--dtype", "float64"]
+    )
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "ensemble of 2 structured models" in out and "intervals calibrated" in out
+    model = lnn.load_model(model_path)
+    assert isinstance(model, lnn.Ensemble) and model.n_members == 2 and model.calibrated
+    assert main(["evaluate", str(model_path), str(data_path), "--rollouts", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "qdd_coverage_90" in out and "novel states:" in out
+    assert main(["train", str(data_path), "-o", str(tmp_path / "x.keras"), "--ensemble", "1"]) == 2
