@@ -82,3 +82,114 @@ def test_cli_identify_without_a_prior_writes_a_model_and_never_overwrites(data, 
     assert loaded.friction_terms == "viscous+coulomb+offset+network"  # the default forces and offsets
     assert main(["identify", str(path), "-o", str(out), "--time-limit", "6"]) != 0
     assert "refusing to overwrite" in capsys.readouterr().err
+
+
+# -- a URDF prior, the residual stage, a force registered here -------------------------------------------
+
+URDF = """<?xml version="1.0"?>
+<robot name="two_link">
+  <link name="base"/>
+  <link name="upper">
+    <inertial><origin xyz="0 0 -0.25"/><mass value="{m1}"/>
+      <inertia ixx="0.02" ixy="0" ixz="0" iyy="0.021" iyz="0" izz="0.002"/></inertial>
+  </link>
+  <link name="lower">
+    <inertial><origin xyz="0 0 -0.2"/><mass value="{m2}"/>
+      <inertia ixx="0.01" ixy="0" ixz="0" iyy="0.011" iyz="0" izz="0.001"/></inertial>
+  </link>
+  <joint name="shoulder" type="revolute"><parent link="base"/><child link="upper"/>
+    <axis xyz="0 1 0"/><limit lower="-3" upper="3" effort="50" velocity="10"/></joint>
+  <joint name="elbow" type="revolute"><parent link="upper"/><child link="lower"/>
+    <origin xyz="0 0 -0.5"/><axis xyz="0 1 0"/><limit lower="-3" upper="3" effort="50" velocity="10"/></joint>
+</robot>
+"""
+#: Per-recording torque-sensor biases planted in the logs (N m), one row per recording.
+BIASES = np.array([[0.05, -0.04], [-0.03, 0.02], [0.0, 0.05], [0.04, -0.01], [-0.06, 0.0], [0.02, 0.03]])
+
+
+def _robot(tmp_path, name, *, m1, m2, **options):
+    pytest.importorskip("pinocchio")
+    path = tmp_path / f"{name}.urdf"
+    path.write_text(URDF.format(m1=m1, m2=m2))
+    return simulations.URDFRobot.from_urdf(path, **options)
+
+
+def _logs(truth, *, extra=None, seed=0, biased=True):
+    """Prescribed motions with the truth's torques, a planted bias per recording, and 1e-3 N m of noise."""
+    data = lnn.excitation_trajectories(truth, n_trajectories=len(BIASES), duration=4.0, dt=0.005, seed=seed)
+    tau = np.asarray(data.tau) + (BIASES[np.asarray(data.trajectory)] if biased else 0.0)
+    if extra is not None:
+        tau = tau + extra(np.asarray(data.q), np.asarray(data.qd))
+    tau = tau + 1e-3 * np.random.default_rng(seed).standard_normal(tau.shape)
+    return lnn.Dataset(
+        t=data.t, q=data.q, qd=data.qd, qdd=data.qdd, tau=tau, trajectory=data.trajectory, angular=truth.angular
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.robots
+def test_identify_with_a_urdf_prior_recovers_planted_bodies_biases_and_friction_outside_the_linear_family(tmp_path):
+    """A Pinocchio prior 0.3 kg too light, Stribeck + asymmetric + position-dependent friction, biased logs.
+
+    The rigid-body stage must find the masses and every recording's bias; the learned friction of the
+    residual stage must take most of what the linear friction cannot (the Stribeck hump near rest).
+    """
+    friction = simulations.StribeckFriction(
+        viscous=(0.05, 0.03),
+        coulomb=(0.15, 0.1),
+        static=(0.3, 0.2),
+        stribeck_velocity=(0.15, 0.15),
+        asymmetry=(0.2, -0.15),
+        modulation=(0.3, 0.2),
+    )
+    truth = _robot(tmp_path, "truth", m1=1.0, m2=0.8, friction=friction)
+    prior = _robot(tmp_path, "prior", m1=1.0, m2=0.5)
+    model = lnn.identify(_logs(truth), prior=prior, time_limit=60.0, seed=0)
+    report = model.report
+    assert [s.name for s in report.stages] == ["nominal", "rigid body", "residual"]
+    nominal, rigid, learned = report.stages
+    assert rigid.mean_mse < 0.05 * nominal.mean_mse  # the missing 0.3 kg (0.024x measured)
+    assert learned.mean_mse < rigid.mean_mse and report.chosen == "residual"
+    # Each log's bias, found up to what the friction leaves in its mean (asymmetric friction is partly
+    # a constant torque, whose share differs between logs with their velocities): they correlate.
+    offsets = np.stack([report.recording_offsets[k] for k in sorted(report.recording_offsets)])
+    planted = BIASES - BIASES.mean(axis=0)
+    assert np.corrcoef(offsets.ravel(), planted.ravel())[0, 1] > 0.7, (offsets, planted)
+    assert report.findings is not None and np.all(report.findings.qd_share > 0.2)  # it saw the friction
+    held_out = _logs(truth, seed=1)  # new logs: their bias (beyond the mean) is unknown to any model
+    bias = BIASES[np.asarray(held_out.trajectory)] - BIASES.mean(axis=0)
+
+    def error(system):
+        tau = np.asarray(system.inverse_dynamics(held_out.q, held_out.qd, held_out.qdd))
+        return np.mean((tau - held_out.tau + bias) ** 2)
+
+    # the friction network takes a third of what the linear friction leaves (0.64x measured in 40 s)
+    assert error(model) < 0.8 * error(model.candidates["rigid body"])
+
+
+@pytest.mark.robots
+def test_a_linear_force_registered_in_a_test_file_is_fitted_by_identify_and_the_baseline(tmp_path):
+    from lnn.baseline import least_squares
+    from lnn.models.forces import FORCES, LinearForce, register_force
+
+    @register_force
+    class Drag(LinearForce):
+        """``-k qd |qd|`` per joint, ``k >= 0``."""
+
+        name = "drag-test"
+        variable = "friction_drag_test"
+
+        @staticmethod
+        def columns(xp, q, qd, velocity):
+            return qd * xp.abs(qd)
+
+    try:
+        k = np.array([0.08, 0.05])
+        robot = _robot(tmp_path, "robot", m1=1.0, m2=0.8)
+        data = _logs(robot, extra=lambda q, qd: k * qd * np.abs(qd), biased=False)
+        fit = least_squares(data, robot, friction="viscous+drag-test")
+        np.testing.assert_allclose(fit.friction.coefficients["drag-test"], k, atol=2e-3)
+        model = lnn.identify(data, prior=robot, friction="viscous+drag-test", residual=False, seed=0)
+        np.testing.assert_allclose(model.network.friction_parameters()["drag-test"], k, atol=2e-3)
+    finally:
+        FORCES.pop("drag-test")

@@ -182,7 +182,11 @@ def fit_nominal(layout: Layout, prior_bodies: np.ndarray, bodies: np.ndarray, da
     inertial = layout.inertial
     theta = np.asarray(prior_bodies, np.float64).reshape(-1)
     lower = np.where(layout.nonnegative(), 0.0, -np.inf)
-    fit = lsq_linear(A[:, inertial:], _targets(data) - A[:, :inertial] @ theta, bounds=(lower, np.inf))
+    # A ridge of the smallest weight tried (the offset and the deviations per recording are collinear)
+    extras = A[:, inertial:]
+    pull = np.sqrt(RIDGE_WEIGHTS[0]) * np.diag(np.linalg.norm(extras, axis=0) + 1e-300)
+    target = np.concatenate([_targets(data) - A[:, :inertial] @ theta, np.zeros(extras.shape[1])])
+    fit = lsq_linear(np.concatenate([extras, pull]), target, bounds=(lower, np.inf))
     return LinearSolution(layout, np.concatenate([theta, fit.x]), FRICTION_VELOCITY)
 
 

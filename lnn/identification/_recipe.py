@@ -37,6 +37,7 @@ def identify(
     seed: int = 0,
     validation: float = 0.1,
     residual: bool = True,
+    residual_lagrangian: bool = False,
     dtype: str = "float64",
     progress: Callable[[str], None] | None = None,
 ) -> IdentifiedModel:
@@ -96,6 +97,10 @@ def identify(
         else time blocks of the recordings, a derivative window apart).
     residual : bool
         With a prior, train the residual stage.
+    residual_lagrangian : bool
+        Add a residual Lagrangian to the residual stage (off by default: it
+        overfit a simulated robot whose rigid body the URDF describes, see
+        :mod:`lnn.identification._learned`).
     dtype : {"float64", "float32"}
         Of the trained stages.
     progress : callable, optional
@@ -134,12 +139,12 @@ def identify(
             f"n = {dataset.n_dof} coordinates (lock the others: simulations.URDFRobot.from_urdf(..., "
             "locked_joints=...), or `lnn identify --joints`)"
         )
-    return _with_prior(
-        dataset, split, chain, terms, budget - (time.perf_counter() - start), seed, residual, dtype, note
-    )
+    learning = dict(residual=residual, lagrangian=residual_lagrangian, dtype=dtype)
+    remaining = budget - (time.perf_counter() - start)
+    return _with_prior(dataset, split, chain, terms, remaining, seed, learning, note)
 
 
-def _with_prior(dataset, split, chain, terms, budget, seed, residual, dtype, note) -> IdentifiedModel:
+def _with_prior(dataset, split, chain, terms, budget, seed, learning: dict, note) -> IdentifiedModel:
     """Stages 1-3 of :func:`identify` (see its docstring)."""
     start = time.perf_counter()
     train, held_out = split.train, split.validation
@@ -171,10 +176,18 @@ def _with_prior(dataset, split, chain, terms, budget, seed, residual, dtype, not
     everything = _linear.fit_physical(terms.layout(chain, dataset), prior_bodies, bodies(dataset), dataset, settings)
     models["rigid body"] = _rigid_model(chain, everything, terms)  # judged on the held-out part, fitted to all
     remaining = budget - (time.perf_counter() - start)
-    if residual and remaining > 5.0:
+    if learning["residual"] and (terms.learned or learning["lagrangian"]) and remaining > 5.0:
         t0 = time.perf_counter()
         network, detail = _learned.train_residual(
-            chain, fitted, train, held_out, learned=terms.learned, seconds=remaining, seed=seed, dtype=dtype
+            chain,
+            fitted,
+            train,
+            held_out,
+            learned=terms.learned,
+            lagrangian=learning["lagrangian"],
+            seconds=remaining,
+            seed=seed,
+            dtype=learning["dtype"],
         )
         judge("residual", network, time.perf_counter() - t0, detail)
     best = min(stages, key=lambda s: s.mean_mse)
