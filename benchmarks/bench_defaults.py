@@ -115,8 +115,10 @@ def _energy_errors(model, system, *, horizon=100.0, n=40):
     rng = np.random.default_rng(2)
     q0, qd0 = rng.uniform(0.0, 2.0 * np.pi, (n, 2)), rng.uniform(0.0, 0.1, (n, 2))
     t = np.linspace(0.0, horizon, int(round(horizon * 10)) + 1)
-    reference = rollout(system, q0, qd0, t, rtol=1e-10, atol=1e-10)
-    predicted = rollout(model, q0, qd0, t, rtol=1e-9, atol=1e-9, on_failure="mask")
+    # DOP853 for both, as when the figures of README and docs/benchmarks/accuracy.md were measured
+    # (rollout's default became method="auto" after them).
+    reference = rollout(system, q0, qd0, t, rtol=1e-10, atol=1e-10, method="DOP853")
+    predicted = rollout(model, q0, qd0, t, rtol=1e-9, atol=1e-9, on_failure="mask", method="DOP853")
     error = metrics.energy_error(system, predicted, reference, scale=DP_SCALE).error
     at = {s: int(np.argmin(np.abs(t - s))) for s in sorted({min(10.0, horizon), horizon})}
     failed = int(np.sum(np.isfinite(np.asarray(predicted.failed_at))))

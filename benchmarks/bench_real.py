@@ -13,8 +13,10 @@ derivatives by Savitzky-Golay (window 101, order 4) — the issue's protocol,
   variant;
 - ``lnn.identify`` with the URDF prior and without a prior.
 
-``--panda`` runs the same comparison on a simulated 7-DOF Panda with friction,
-a 0.8 kg payload its URDF does not know and 1 kHz sensor noise.
+``--panda`` runs the same comparison on the simulated 7-DOF Panda of
+``benchmarks/_panda.py``: Stribeck, asymmetric and position-dependent friction
+(outside the linear family), a 0.8 kg payload its URDF does not know, encoder
+and torque noise, a torque bias per recording, 1 kHz logs.
 
 Usage::
 
@@ -26,7 +28,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -110,64 +111,61 @@ def dfki(folder: Path, seconds: float) -> None:
         t0 = time.perf_counter()
         fit = least_squares(train, robot, friction="viscous+coulomb", **options)
         _row(label, _dfki.torque_mse(fit, test), time.perf_counter() - t0)
-    for label, prior in (("lnn.identify, URDF prior", robot), ("lnn.identify, no prior", None)):
+    for label, prior, options in (
+        ("lnn.identify, URDF prior", robot, {}),
+        ("lnn.identify, URDF prior, + residual Lagrangian", robot, {"residual_lagrangian": True}),
+        ("lnn.identify, no prior", None, {}),
+    ):
         t0 = time.perf_counter()
-        model = lnn.identify(train, prior=prior, time_limit=seconds, seed=0)
+        model = lnn.identify(train, prior=prior, time_limit=seconds, seed=0, **options)
         _row(f"{label} (chose {model.report.chosen})", _dfki.torque_mse(model, test), time.perf_counter() - t0)
         for stage, network in model.candidates.items():
             _row(f"    its stage {stage!r}", _dfki.torque_mse(lnn.IdentifiedModel(network, model.report), test))
         print("\n".join("    " + line for line in model.report.format().splitlines()), flush=True)
 
 
-def panda(seconds: float) -> None:
-    import lnn
-    import simulations
-    from lnn.baseline import least_squares
+def panda(seconds: float, *, seed: int = 0) -> None:
+    """The simulated 7-DOF Panda of ``benchmarks/_panda.py``: friction outside the linear family, a payload
+    the URDF lacks, noise and a bias per recording, 1 kHz logs read by ``Dataset.from_csv``."""
+    import _panda
 
-    friction = simulations.Friction(viscous=0.1, coulomb=0.3, velocity=0.01)
-    payload = simulations.Payload(mass=0.8, com=(0.0, 0.0, 0.1))
-    true = simulations.panda(friction=friction, payload=payload)
-    nominal = simulations.panda()
-    data = lnn.generate(true, n_trajectories=10, duration=4.0, dt=0.001, seed=0, tau="gravity-sinusoids")
-    rng = np.random.default_rng(0)
-    folder = Path(tempfile.mkdtemp(prefix="lnn-panda-logs-"))
-    names = [f"q{j + 1}" for j in range(7)] + [f"tau{j + 1}" for j in range(7)]
-    paths = []
-    for k, part in enumerate(data.trajectories()):  # logs as a robot writes them: noisy encoders and torques
-        q = part.q[0] + 1e-4 * rng.standard_normal(part.q[0].shape)  # encoder noise (rad), 1 kHz
-        tau = part.tau[0] + 0.02 * rng.standard_normal(part.tau[0].shape)  # torque-sensor noise (N m)
-        path = folder / f"log_{k:02d}.csv"
-        np.savetxt(
-            path, np.column_stack([part.t, q, tau]), delimiter=",", header=",".join(["time"] + names), comments=""
+    import lnn
+
+    logs = _panda.simulated_panda_logs(seed=seed)
+    try:
+        print(
+            f"\nsimulated Panda (benchmarks/_panda.py, seed {seed}): Stribeck, asymmetric, position-dependent "
+            f"friction, 0.8 kg payload the URDF lacks, noise, a bias per recording, 1 kHz; train "
+            f"{len(logs.train)} samples ({logs.train.n_trajectories} logs), test {len(logs.test)} "
+            f"({logs.test.n_trajectories} logs)"
         )
-        paths.append(path)
-    columns = dict(time="time", q=names[:7], tau=names[7:], angular=True)
-    train, test = lnn.Dataset.from_csv(paths[:8], **columns), lnn.Dataset.from_csv(paths[8:], **columns)
-    print(
-        f"\nsimulated Panda: friction, 0.8 kg payload the URDF lacks, 1e-4 rad encoder noise, "
-        f"0.02 N m torque noise, 1 kHz logs read by Dataset.from_csv; train {len(train)}, test {len(test)} "
-        f"samples"
-    )
-    print("| model | mean of 7 joints | s |\n|---|---|---|")
-    for label, options in (("least squares", {}), ("least squares, physically consistent", {"physical": True})):
+        print("| model | mean of 7 joints | vs least squares | s |\n|---|---|---|---|")
+        baseline = _panda.least_squares_baseline(logs)
+        reference = float(np.mean(baseline["least squares"]))
+        for label, mse in baseline.items():
+            print(f"| {label} | {np.mean(mse):.5f} | {np.mean(mse) / reference:.2f} | |", flush=True)
         t0 = time.perf_counter()
-        fit = least_squares(train, nominal, friction="viscous+coulomb", **options)
-        mse = np.mean((fit.inverse_dynamics(test.q, test.qd, test.qdd) - test.tau) ** 2)
-        print(f"| {label} | {mse:.5f} | {time.perf_counter() - t0:.1f} |", flush=True)
-    t0 = time.perf_counter()
-    model = lnn.identify(train, prior=nominal, time_limit=seconds, seed=0)
-    mse = np.mean((model.inverse_dynamics(test.q, test.qd, test.qdd) - test.tau) ** 2)
-    print(
-        f"| lnn.identify, URDF prior (chose {model.report.chosen}) | {mse:.5f} | {time.perf_counter() - t0:.1f} |",
-        flush=True,
-    )
-    print("\n".join("    " + line for line in model.report.format().splitlines()), flush=True)
+        model = lnn.identify(logs.train, prior=logs.nominal, time_limit=seconds, seed=0)
+        mse = float(np.mean(_panda.torque_mse(model, logs.test)))
+        print(
+            f"| lnn.identify, URDF prior (chose {model.report.chosen}) | {mse:.5f} | {mse / reference:.2f} | "
+            f"{time.perf_counter() - t0:.1f} |",
+            flush=True,
+        )
+        for stage, network in model.candidates.items():
+            stage_mse = float(np.mean(_panda.torque_mse(network, logs.test)))
+            print(f"|     its stage {stage!r} | {stage_mse:.5f} | {stage_mse / reference:.2f} | |")
+        print("\n".join("    " + line for line in model.report.format().splitlines()), flush=True)
+    finally:
+        import shutil
+
+        shutil.rmtree(logs.folder, ignore_errors=True)
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True, help="folder of the DFKI logs (not shipped)")
-    parser.add_argument("--time", type=float, default=120.0, help="time budget of lnn.identify (s)")
+    parser.add_argument("--time", type=float, default=240.0, help="time budget of lnn.identify (s)")
     parser.add_argument("--panda", action="store_true", help="also the simulated Panda table")
     parser.add_argument("--panda-only", action="store_true", help="only the simulated Panda table")
     args = parser.parse_args(argv)

@@ -37,7 +37,7 @@ def identify(
     seed: int = 0,
     validation: float = 0.1,
     residual: bool = True,
-    residual_lagrangian: bool = False,
+    residual_lagrangian: bool | None = None,
     dtype: str = "float64",
     progress: Callable[[str], None] | None = None,
 ) -> IdentifiedModel:
@@ -58,7 +58,7 @@ def identify(
        :func:`lnn.physical_fit.physical_least_squares`, the fit
        :func:`lnn.baseline.least_squares` uses too); judged on the held-out
        data, then fitted to every sample;
-    3. **residual**: the rigid body plus a residual Lagrangian and the learned
+    3. **residual** (and **residual Lagrangian**): the rigid body plus the learned
        forces (the passive friction network), trained on the torques for the
        rest of the time budget (:mod:`lnn.identification._learned`);
 
@@ -97,10 +97,12 @@ def identify(
         else time blocks of the recordings, a derivative window apart).
     residual : bool
         With a prior, train the residual stage.
-    residual_lagrangian : bool
-        Add a residual Lagrangian to the residual stage (off by default: it
-        overfit a simulated robot whose rigid body the URDF describes, see
-        :mod:`lnn.identification._learned`).
+    residual_lagrangian : bool, optional
+        Whether the residual stage adds a residual Lagrangian to the learned
+        forces. None (the default): both are trained, half of the remaining
+        budget each, and the validation data choose (on the DFKI pendulum the
+        residual Lagrangian helped, on a simulated robot whose rigid body the
+        URDF describes it overfit: :mod:`lnn.identification._learned`).
     dtype : {"float64", "float32"}
         Of the trained stages.
     progress : callable, optional
@@ -175,8 +177,11 @@ def _with_prior(dataset, split, chain, terms, budget, seed, learning: dict, note
     judge("rigid body", _rigid_model(chain, fitted, terms), time.perf_counter() - t0, detail)
     everything = _linear.fit_physical(terms.layout(chain, dataset), prior_bodies, bodies(dataset), dataset, settings)
     models["rigid body"] = _rigid_model(chain, everything, terms)  # judged on the held-out part, fitted to all
-    remaining = budget - (time.perf_counter() - start)
-    if learning["residual"] and (terms.learned or learning["lagrangian"]) and remaining > 5.0:
+    variants = _residual_variants(learning, terms)
+    for k, lagrangian in enumerate(variants):
+        seconds = (budget - (time.perf_counter() - start)) / (len(variants) - k)
+        if seconds <= 5.0:
+            break
         t0 = time.perf_counter()
         network, detail = _learned.train_residual(
             chain,
@@ -184,12 +189,12 @@ def _with_prior(dataset, split, chain, terms, budget, seed, learning: dict, note
             train,
             held_out,
             learned=terms.learned,
-            lagrangian=learning["lagrangian"],
-            seconds=remaining,
+            lagrangian=lagrangian,
+            seconds=seconds,
             seed=seed,
             dtype=learning["dtype"],
         )
-        judge("residual", network, time.perf_counter() - t0, detail)
+        judge("residual Lagrangian" if lagrangian else "residual", network, time.perf_counter() - t0, detail)
     best = min(stages, key=lambda s: s.mean_mse)
     chosen = models[best.name]
     report = IdentificationReport(
@@ -202,6 +207,15 @@ def _with_prior(dataset, split, chain, terms, budget, seed, learning: dict, note
         recording_offsets=everything.recording_offsets(),
     )
     return IdentifiedModel(chosen, report, candidates=models)
+
+
+def _residual_variants(learning: dict, terms) -> tuple[bool, ...]:
+    """Which residual stages to train: with the residual Lagrangian or not (both when not told)."""
+    if not learning["residual"]:
+        return ()
+    chosen = learning["lagrangian"]
+    variants = (False, True) if chosen is None else (bool(chosen),)
+    return tuple(v for v in variants if v or terms.learned)  # without learned forces only the Lagrangian learns
 
 
 class _Terms:

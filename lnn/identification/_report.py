@@ -21,7 +21,7 @@ class Stage:
     Attributes
     ----------
     name : str
-        ``"nominal"``, ``"rigid body"``, ``"residual"`` or ``"network"``.
+        ``"nominal"``, ``"rigid body"``, ``"residual"``, ``"residual Lagrangian"`` or ``"network"``.
     validation_mse : ndarray, shape ``(n,)``
         Held-out torque mean squared error per joint.
     seconds : float
@@ -144,7 +144,7 @@ class IdentificationReport:
             mark = "*" if s.name == self.chosen else " "
             per_joint = " ".join(f"{v:.3g}" for v in s.validation_mse)
             lines.append(
-                f"{mark} {s.name:<10} torque MSE {s.mean_mse:.4g} (joints {per_joint}) {s.seconds:.1f} s  {s.detail}"
+                f"{mark} {s.name:<19} torque MSE {s.mean_mse:.4g} (joints {per_joint}) {s.seconds:.1f} s  {s.detail}"
             )
         if self.masses is not None:
             lines.append(
