@@ -193,3 +193,17 @@ def test_a_linear_force_registered_in_a_test_file_is_fitted_by_identify_and_the_
         np.testing.assert_allclose(model.network.friction_parameters()["drag-test"], k, atol=2e-3)
     finally:
         FORCES.pop("drag-test")
+
+
+def test_identify_returns_a_calibrated_ensemble_through_the_same_stages(data, held_out):
+    model = lnn.identify(data, prior=WRONG_PAYLOAD, time_limit=12.0, seed=0, ensemble=2, residual_lagrangian=False)
+    assert isinstance(model.network, lnn.Ensemble) and model.network.n_members == 2 and model.network.calibrated
+    assert model.report.chosen == "residual"  # an ensemble asked for: the learned stage, the linear ones have no spread
+    prediction = model.predict(held_out.q, held_out.qd, qdd=held_out.qdd)
+    assert prediction.tau.shape == held_out.tau.shape and np.all(prediction.tau_std > 0)
+    np.testing.assert_allclose(
+        prediction.tau, model.inverse_dynamics(held_out.q, held_out.qd, held_out.qdd), rtol=1e-9, atol=1e-9
+    )
+    single = lnn.identify(data, prior=WRONG_PAYLOAD, residual=False, seed=0)
+    with pytest.raises(TypeError, match="ensemble's spread"):
+        single.predict(held_out.q, held_out.qd, qdd=held_out.qdd)

@@ -73,6 +73,14 @@ def register(subparsers) -> None:
         metavar="F",
         help="fraction held out to choose stages and settings (default 0.1)",
     )
+    parser.add_argument(
+        "--ensemble",
+        type=int,
+        default=None,
+        metavar="K",
+        help="learn an ensemble of K members (bootstraps of the recordings) with intervals calibrated on the "
+        "validation data (lnn.Ensemble)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     parser.add_argument("--force", action="store_true", help="replace FILE if it exists")
     parser.set_defaults(func=run)
@@ -102,6 +110,7 @@ def run(args) -> int:
         time_limit=args.time_limit,
         seed=args.seed,
         validation=args.validation,
+        ensemble=args.ensemble,
         progress=lambda message: print("  " + message, flush=True),
     )
     print(model.report.format())
@@ -136,9 +145,7 @@ def _names(joints, dataset):
     if joints is not None:
         names = [name.strip() for name in joints.split(",") if name.strip()]
         if len(names) != dataset.n_dof or len(set(names)) != len(names):
-            raise ValueError(
-                f"--joints must name the dataset's {dataset.n_dof} coordinates once each; got {joints!r}"
-            )
+            raise ValueError(f"--joints must name the dataset's {dataset.n_dof} coordinates once each; got {joints!r}")
         return names
     return None if getattr(dataset, "joint_names", None) is None else list(dataset.joint_names)
 

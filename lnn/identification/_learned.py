@@ -32,6 +32,7 @@ import dataclasses
 
 import numpy as np
 
+from lnn.models.ensemble import Ensemble
 from lnn.models.forces import FORCES
 from lnn.models.network import LagrangianNetwork
 from lnn.train import fit
@@ -46,7 +47,17 @@ NETWORK_LEARNING_RATE = 3e-3
 
 
 def train_residual(
-    chain, solution, train, held_out, *, learned: tuple, lagrangian: bool, seconds: float, seed: int, dtype: str
+    chain,
+    solution,
+    train,
+    held_out,
+    *,
+    learned: tuple,
+    lagrangian: bool,
+    seconds: float,
+    seed: int,
+    dtype: str,
+    members: int | None = None,
 ):
     """The residual stage: ``(network, detail)``.
 
@@ -65,11 +76,15 @@ def train_residual(
         Time budget of :func:`lnn.fit`.
     seed : int
     dtype : {"float64", "float32"}
+    members : int, optional
+        Train an :class:`lnn.Ensemble` of this many members (bootstraps of
+        the training recordings), calibrated on ``held_out``.
     """
     layout = solution.layout
     identified = chain.with_parameters(inertias=solution.bodies, armature=solution.get("armature"))
     terms = layout.forces + (("offset",) if layout.offset else ()) + tuple(learned)
-    network = LagrangianNetwork(
+    network = _network(
+        members,
         chain.n_dof,
         kind="rigid-body",
         prior=identified,
@@ -81,9 +96,10 @@ def train_residual(
         dtype=dtype,
         seed=seed,
     )
-    for term in network.forces:
-        if FORCES[term.name].linear:
-            term.assign(solution.get(term.name))
+    for member in getattr(network, "members", (network,)):
+        for term in member.forces:
+            if FORCES[term.name].linear:
+                term.assign(solution.get(term.name))
     corrected = dataclasses.replace(train, tau=np.asarray(train.tau) - solution.deviation(train.trajectory))
     history = fit(
         network,
@@ -94,16 +110,17 @@ def train_residual(
         seed=seed,
         learning_rate=RESIDUAL_LEARNING_RATE,
     )
+    _calibrate(network, held_out)
     forces = f", forces {'+'.join(learned)}" if learned else ""
     lagrangian_text = f", residual Lagrangian {HIDDEN}" if lagrangian else ""
     detail = f"{len(history.epoch)} epochs (best {history.best_epoch}){lagrangian_text}{forces}, {dtype}"
     return network, detail
 
 
-def train_network(train, held_out, *, friction: str | None, seconds: float, seed: int):
+def train_network(train, held_out, *, friction: str | None, seconds: float, seed: int, members: int | None = None):
     """The prior-free stage: a structured Lagrangian network with ``friction``, ``(network, detail)``."""
-    network = LagrangianNetwork(
-        train.n_dof, kind="structured", hidden=HIDDEN, angular=train.angular, friction=friction, seed=seed
+    network = _network(
+        members, train.n_dof, kind="structured", hidden=HIDDEN, angular=train.angular, friction=friction, seed=seed
     )
     history = fit(
         network,
@@ -113,4 +130,18 @@ def train_network(train, held_out, *, friction: str | None, seconds: float, seed
         seed=seed,
         learning_rate=NETWORK_LEARNING_RATE,
     )
+    _calibrate(network, held_out)
     return network, f"structured {HIDDEN}, {len(history.epoch)} epochs (best {history.best_epoch})"
+
+
+def _network(members: int | None, n_dof: int, **options):
+    """A :class:`lnn.LagrangianNetwork`, or an :class:`lnn.Ensemble` of ``members`` of them."""
+    if members is None:
+        return LagrangianNetwork(n_dof, **options)
+    return Ensemble(n_dof, members, **options)
+
+
+def _calibrate(network, held_out) -> None:
+    """An ensemble's intervals fitted on the held-out data (:meth:`lnn.Ensemble.calibrate`)."""
+    if isinstance(network, Ensemble) and held_out is not None:
+        network.calibrate(held_out)

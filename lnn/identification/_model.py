@@ -57,6 +57,22 @@ class IdentifiedModel:
         """``E = T + V``, shape ``(B,)`` (tensors for tensors)."""
         return _like(self.network.energy(q, qd), q)
 
+    def predict(self, q, qd, *, tau=None, qdd=None):
+        """The ensemble's mean and calibrated spread (:meth:`lnn.Ensemble.predict`; ``identify(..., ensemble=K)``).
+
+        Raises
+        ------
+        TypeError
+            If the model is a single network (``identify`` without ``ensemble=``).
+        """
+        predict = getattr(self.network, "predict", None)
+        if not hasattr(self.network, "members") or predict is None:
+            raise TypeError(
+                f"predict gives an ensemble's spread; this model is one {type(self.network).__name__} "
+                "(identify(..., ensemble=K) returns an ensemble)"
+            )
+        return predict(q, qd, tau=tau, qdd=qdd)
+
     def numpy_snapshot(self):
         """The network's numpy snapshot (:meth:`lnn.LagrangianNetwork.numpy_snapshot`).
 

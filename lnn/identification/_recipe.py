@@ -39,6 +39,7 @@ def identify(
     residual: bool = True,
     residual_lagrangian: bool | None = None,
     dtype: str = "float64",
+    ensemble: int | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> IdentifiedModel:
     """Learn a robot's dynamics from torque data.
@@ -105,6 +106,12 @@ def identify(
         URDF describes it overfit: :mod:`lnn.identification._learned`).
     dtype : {"float64", "float32"}
         Of the trained stages.
+    ensemble : int, optional
+        Train the learned stages as an :class:`lnn.Ensemble` of this many
+        members (bootstraps of the training recordings, in one compiled step),
+        its intervals calibrated on the validation data; the returned model is
+        then the best learned stage (the linear stages have no spread), an
+        ensemble whose ``predict`` gives the mean and calibrated spread.
     progress : callable, optional
         ``progress(message)`` after each stage (the library prints nothing).
 
@@ -120,7 +127,7 @@ def identify(
         If the dataset's torques are all zero, the prior's joints do not match
         it, or an option is not one of its values.
     """
-    _check(dataset, offsets)
+    _check(dataset, offsets, ensemble)
     start = time.perf_counter()
     budget = DEFAULT_TIME if time_limit is None else float(time_limit)
     split = _split(dataset, validation, seed)
@@ -128,7 +135,12 @@ def identify(
     note = progress or (lambda message: None)
     if prior is None:
         network, detail = _learned.train_network(
-            split.train, split.validation, friction=terms.model(learned=True), seconds=budget, seed=seed
+            split.train,
+            split.validation,
+            friction=terms.model(learned=True),
+            seconds=budget,
+            seed=seed,
+            members=ensemble,
         )
         stage = Stage("network", _mse(network, split.validation), time.perf_counter() - start, detail)
         note(f"network: validation torque MSE {stage.mean_mse:.4g} ({detail})")
@@ -141,7 +153,7 @@ def identify(
             f"n = {dataset.n_dof} coordinates (lock the others: simulations.URDFRobot.from_urdf(..., "
             "locked_joints=...), or `lnn identify --joints`)"
         )
-    learning = dict(residual=residual, lagrangian=residual_lagrangian, dtype=dtype)
+    learning = dict(residual=residual, lagrangian=residual_lagrangian, dtype=dtype, members=ensemble)
     remaining = budget - (time.perf_counter() - start)
     return _with_prior(dataset, split, chain, terms, remaining, seed, learning, note)
 
@@ -193,16 +205,18 @@ def _with_prior(dataset, split, chain, terms, budget, seed, learning: dict, note
             seconds=seconds,
             seed=seed,
             dtype=learning["dtype"],
+            members=learning["members"],
         )
         judge("residual Lagrangian" if lagrangian else "residual", network, time.perf_counter() - t0, detail)
-    best = min(stages, key=lambda s: s.mean_mse)
+    candidates = [s for s in stages if s.name.startswith("residual")] if learning["members"] else []
+    best = min(candidates or stages, key=lambda s: s.mean_mse)  # an ensemble asked for: the best learned one
     chosen = models[best.name]
     report = IdentificationReport(
         tuple(stages),
         best.name,
         split.describe(),
         prior_masses=chain.inertias[:, 0].copy(),
-        masses=chosen.kind_model.chain().inertias[:, 0],
+        masses=_chain(chosen).inertias[:, 0],
         findings=_findings(_rigid_model(chain, fitted, terms), train),
         recording_offsets=everything.recording_offsets(),
     )
@@ -261,6 +275,11 @@ def _rigid_model(chain, solution, terms: _Terms) -> LagrangianNetwork:
     return model
 
 
+def _chain(model):
+    """The rigid-body chain of a ``"rigid-body"`` network, or of an ensemble's first member."""
+    return getattr(model, "members", (model,))[0].kind_model.chain()
+
+
 def _findings(model, data) -> ResidualFindings | None:
     """:class:`ResidualFindings` of ``model`` on ``data`` (None when the data are too short to analyse)."""
     from lnn.residuals import analyze
@@ -271,7 +290,7 @@ def _findings(model, data) -> ResidualFindings | None:
         return None
 
 
-def _check(dataset, offsets) -> None:
+def _check(dataset, offsets, ensemble) -> None:
     tau = getattr(dataset, "tau", None)
     if tau is None or not hasattr(dataset, "qdd"):
         raise TypeError(f"identify needs an lnn.Dataset with q, qd, qdd and tau; got {type(dataset).__name__}")
@@ -282,6 +301,8 @@ def _check(dataset, offsets) -> None:
         )
     if offsets not in OFFSETS:
         raise ValueError(f"offsets must be one of {OFFSETS}; got {offsets!r}")
+    if ensemble is not None and (isinstance(ensemble, bool) or not isinstance(ensemble, int) or ensemble < 2):
+        raise ValueError(f"ensemble must be None or an int >= 2 (members); got {ensemble!r}")
 
 
 def _split(dataset, fraction: float, seed: int):
