@@ -1,4 +1,4 @@
-"""Tutorial: training on rollouts with the differentiable integrator ``lnn.integrate.odeint``.
+"""Tutorial: training on rollouts with the differentiable integrator ``lnn.odeint.odeint``.
 
 A loss on single samples (``qdd``) teaches a model the vector field; a loss on
 rollouts teaches it what the vector field does over several steps. This script
@@ -53,9 +53,11 @@ def main(argv=None) -> int:
     # --8<-- [start:odeint]
     import tensorflow as tf
 
+    import lnn.odeint  # door two: in TensorFlow, differentiable
+
     state = system.sample_state(4, rng=1)
     t = np.linspace(0.0, 1.0, 101)  # 100 fixed steps of 10 ms
-    in_graph = lnn.integrate.odeint(model, state.q, state.qd, t, method="rk4")
+    in_graph = lnn.odeint.odeint(model, state.q, state.qd, t, method="rk4")
     adaptive = lnn.rollout(model, state.q, state.qd, t)
     gap = np.abs(np.asarray(in_graph.q) - adaptive.q).max()
     print(f"odeint (RK4, h = 10 ms) against solve_ivp (DOP853): largest |Δq| {gap:.2g} rad")
@@ -71,7 +73,7 @@ def main(argv=None) -> int:
     @tf.function
     def train_step():
         with tf.GradientTape() as tape:
-            path = lnn.integrate.odeint(model, q0, qd0, t[:21], method="rk4")
+            path = lnn.odeint.odeint(model, q0, qd0, t[:21], method="rk4")
             loss = tf.reduce_mean(tf.square(path.q - target_q))
         gradients = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(gradients, model.trainable_variables))
@@ -84,7 +86,7 @@ def main(argv=None) -> int:
     # --8<-- [start:verlet]
     long = np.linspace(0.0, 5.0 if quick else 50.0, 101 if quick else 1001)  # h = 50 ms
     for method in ("rk4", "verlet"):
-        energy = np.asarray(lnn.integrate.odeint(model, state.q, state.qd, long, method=method).energy)
+        energy = np.asarray(lnn.odeint.odeint(model, state.q, state.qd, long, method=method).energy)
         drift = np.abs(energy - energy[:, :1]).max() / np.abs(energy[:, :1]).max()
         print(f"{method:6s}: largest relative energy error over {long[-1]:g} s: {drift:.2g}")
     # --8<-- [end:verlet]
