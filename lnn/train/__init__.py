@@ -69,12 +69,20 @@ worker its own ``checkpoint_dir`` (or a shared one written by worker 0 only).
 Two workers on one machine give the losses and weights of one process with
 the same global batch (``tests/test_multiworker.py``).
 
+Ensembles: ``fit(lnn.Ensemble(n, members=K), data)`` trains the ``K``
+members in one compiled step, each on a full batch weighted by its own
+bootstrap of the training trajectories (of contiguous blocks when there are
+fewer than 10 trajectories), each member's gradient clipped on its own, and
+calibrates the ensemble's intervals on the validation data at the end
+(``_ensemble``).
+
 The parts, one module each: ``_losses`` (the terms), ``_schedule`` (the
 learning rate), ``_steps`` (the compiled steps), ``_data`` (arrays, split,
 windows, tf.data), ``_model`` (checks, adapt, build), ``_initialization``,
 ``_checkpoints`` (resume, best weights), ``_logs`` (CSV, TensorBoard),
 ``_callbacks`` (callables and Keras callbacks), ``_clock`` (time limit),
-``_loop`` (one epoch), ``_history`` (the results) and ``_fit`` (the loop).
+``_loop`` (one epoch), ``_history`` (the results), ``_ensemble`` (an ensemble's step and
+bootstrap) and ``_fit`` (the loop).
 """
 
 from lnn.train._fit import fit
