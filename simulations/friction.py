@@ -273,13 +273,17 @@ class StribeckFriction:
     With every optional term at its default (``static = coulomb``,
     ``asymmetry = modulation = 0``) it is :class:`Friction` exactly.
 
-    **Passivity.** Let ``D_j = tau_f_j`` without the offset. With ``c_j, s_j
-    >= 0`` the level ``g_j = c_j (1 - e) + s_j e``, ``e = exp(-(qd_j /
-    vs_j)^2)`` in ``(0, 1]``, is a convex combination of non-negative numbers,
-    so ``g_j >= 0``; ``|a_j| <= 1`` and ``|tanh| < 1`` give ``1 + a_j tanh >=
-    0``; ``|p_j| <= 1`` gives ``1 + p_j cos >= 0``. Hence ``G_j >= 0``, and
-    ``qd_j tanh(qd_j / v0) >= 0``, ``b_j qd_j^2 >= 0`` give ``qd_j D_j >= 0``
-    for every joint and state; summing over the joints,
+    **Passivity.** Let ``D_j`` be ``tau_f_j`` without the offset, and
+    ``e = exp(-(qd_j / vs_j)^2)``, which lies in ``(0, 1]``.
+
+    - ``g_j = c_j (1 - e) + s_j e`` is a convex combination of
+      ``c_j >= 0`` and ``s_j >= 0``, so ``g_j >= 0``;
+    - ``|a_j| <= 1`` and ``|tanh| < 1`` give ``1 + a_j tanh(qd_j / v0) >= 0``;
+    - ``|p_j| <= 1`` gives ``1 + p_j cos(q_j + phi_j) >= 0``.
+
+    Hence ``G_j >= 0``; with ``qd_j tanh(qd_j / v0) >= 0`` and
+    ``b_j qd_j^2 >= 0`` every joint has ``qd_j D_j >= 0`` in every state,
+    and summing over the joints
 
         qd · (-tau_f + o) = -sum_j qd_j D_j <= 0:
 
