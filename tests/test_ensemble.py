@@ -158,6 +158,27 @@ def test_the_mean_mechanics_are_the_members_means(trained):
     np.testing.assert_allclose(ensemble((q, qd)).numpy(), ensemble.acceleration(q, qd).numpy(), rtol=1e-10)
 
 
+def test_the_mean_is_differentiable_and_integrates_in_tensorflow(trained):
+    import tensorflow as tf
+
+    from lnn.odeint import odeint
+
+    ensemble = trained.ensemble
+    q, qd = (tf.constant(x) for x in _states(4, seed=11))
+    with tf.GradientTape() as tape:
+        tape.watch(q)
+        qdd = ensemble.acceleration(q, qd)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(q)
+        members = [m.acceleration(q, qd) for m in ensemble.members]
+        mean = ensemble.acceleration(q, qd)
+    expected = sum(tape.gradient(m, q).numpy() for m in members) / len(members)
+    np.testing.assert_allclose(tape.gradient(mean, q).numpy(), expected, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(qdd.numpy(), ensemble.predict(q.numpy(), qd.numpy()).qdd, rtol=1e-10, atol=1e-12)
+    path = odeint(ensemble, q, qd, np.linspace(0.0, 0.1, 3))
+    assert path.q.shape == (4, 3, 2)
+
+
 def test_predict_refuses_bad_shapes(trained):
     with pytest.raises(ValueError, match="qd"):
         trained.ensemble.predict(np.zeros((3, 2)), np.zeros((4, 2)))

@@ -111,10 +111,6 @@ class EnsembleCalibration:
     disagreement_scale: float
 
 
-def _symbolic(x) -> bool:
-    return isinstance(x, tf.Tensor) and not hasattr(x, "numpy")
-
-
 @keras.saving.register_keras_serializable(package="lnn")
 class Ensemble(keras.Model):
     """``K`` Lagrangian networks of one configuration, trained, saved and evaluated as one model.
@@ -468,11 +464,8 @@ class Ensemble(keras.Model):
 
     # -- the mechanics of the mean -----------------------------------------------------------
     def _mean(self, method: str, *args):
-        """The members' mean of ``method(*args)``: inlined on symbolic tensors, else a tensor of the model dtype."""
-        if any(_symbolic(a) for a in args if a is not None):
-            return tf.add_n([getattr(m, method)(*args) for m in self._members]) / float(self.n_members)
-        values = [np.asarray(getattr(m, method)(*args), np.float64) for m in self._members]
-        return tf.constant(np.mean(values, axis=0), self._tf_dtype)
+        """The members' mean of ``method(*args)``, a tensor (gradients reach the inputs and weights under a tape)."""
+        return tf.add_n([getattr(m, method)(*args) for m in self._members]) / float(self.n_members)
 
     def acceleration(self, q, qd, tau=None):
         """The members' mean forward dynamics ``qdd``.
@@ -486,7 +479,7 @@ class Ensemble(keras.Model):
         -------
         tensor, shape ``(B, n)`` (``(n,)`` for a single state)
         """
-        if _symbolic(q) or np.ndim(q) != 2:
+        if isinstance(q, tf.Tensor) or np.ndim(q) != 2:  # tensors (tapes, graphs) and single states
             return self._mean("acceleration", q, qd, tau)
         return tf.constant(self.predict(q, qd, tau=tau).qdd, self._tf_dtype)
 
