@@ -105,11 +105,12 @@ class Layout:
 
 @dataclass(frozen=True, eq=False)
 class Settings:
-    """What the validation chose: the Coulomb smoothing velocity, the ridge weight and how it judged."""
+    """What the validation chose: the Coulomb smoothing velocity, the ridge weight, how it judged, the layout."""
 
     velocity: float
     weight: float
     how: str
+    layout: Layout | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -190,41 +191,51 @@ def fit_nominal(layout: Layout, prior_bodies: np.ndarray, bodies: np.ndarray, da
     return LinearSolution(layout, np.concatenate([theta, fit.x]), FRICTION_VELOCITY)
 
 
-def choose_settings(layout: Layout, prior_bodies, train_bodies, train, held_out=None, held_out_bodies=None) -> Settings:
-    """The smoothing velocity and ridge weight with the lowest validation error of the linear ridge fit.
+def choose_settings(layouts, prior_bodies, train_bodies, train, held_out=None, held_out_bodies=None) -> Settings:
+    """The layout, smoothing velocity and ridge weight with the lowest validation error of the linear ridge fit.
 
-    With at least three training recordings, leave-one-recording-out (a
-    setting must hold on a log it has not seen: the folds are sums of
-    per-recording normal equations); else the held-out part.
+    ``layouts`` are the candidates (with and without a deviation of the
+    offset per recording: the deviations help only where they free the other
+    parameters from the logs' biases, and with few or short logs they can
+    trade against gravity instead; the validation decides). With at least
+    three training recordings, leave-one-recording-out (a setting must hold on
+    a log it has not seen, whose own deviation is then unknown: zero; the folds
+    are sums of per-recording normal equations); else the held-out part.
     """
-    prior = _prior(layout, prior_bodies)
     ids = np.unique(np.asarray(train.trajectory))
-    rows = np.repeat(np.asarray(train.trajectory), layout.n)
-    velocities = FRICTION_VELOCITIES if _uses_velocity(layout, train) else (FRICTION_VELOCITY,)
     folded = len(ids) >= 3 or held_out is None
     best = None
-    for velocity in velocities:
-        A = columns(layout, train_bodies, train, velocity)
-        scale = np.linalg.norm(A, axis=0) + 1e-300
-        As, b = A / scale, _targets(train) - A @ prior  # the deviation from the prior, in scaled columns
-        if folded:
-            parts = [(As[rows == k].T @ As[rows == k], As[rows == k].T @ b[rows == k], b[rows == k]) for k in ids]
-        else:
-            Av = columns(layout, held_out_bodies, held_out, velocity)
-            bv = _targets(held_out) - Av @ prior
-            Av = Av / scale
-            parts = [(As.T @ As + Av.T @ Av, As.T @ b + Av.T @ bv, None), (Av.T @ Av, Av.T @ bv, bv)]
-        gram_all = sum(p[0] for p in parts)
-        rhs_all = sum(p[1] for p in parts)
-        for weight in RIDGE_WEIGHTS:
-            errors = []
-            for G, r, target in (p for p in parts if p[2] is not None):
-                u = np.linalg.solve(gram_all - G + weight * np.eye(len(G)), rhs_all - r)
-                errors.append((u @ G @ u - 2 * u @ r + target @ target) / len(target))
-            if best is None or np.mean(errors) < best[0]:
-                best = (float(np.mean(errors)), velocity, weight)
+    for layout in layouts:
+        prior = _prior(layout, prior_bodies)
+        for velocity in FRICTION_VELOCITIES if _uses_velocity(layout, train) else (FRICTION_VELOCITY,):
+            parts = _normal_equations(layout, prior, train_bodies, train, velocity, held_out, held_out_bodies, folded)
+            gram_all = sum(p[0] for p in parts)
+            rhs_all = sum(p[1] for p in parts)
+            for weight in RIDGE_WEIGHTS:
+                errors = []
+                for G, r, target in (p for p in parts if p[2] is not None):
+                    u = np.linalg.solve(gram_all - G + weight * np.eye(len(G)), rhs_all - r)
+                    errors.append((u @ G @ u - 2 * u @ r + target @ target) / len(target))
+                if best is None or np.mean(errors) < best[0]:
+                    best = (float(np.mean(errors)), velocity, weight, layout)
     how = "leave-one-recording-out" if folded and len(ids) >= 3 else "held-out"
-    return Settings(velocity=float(best[1]), weight=float(best[2]), how=how)
+    return Settings(velocity=float(best[1]), weight=float(best[2]), how=how, layout=best[3])
+
+
+def _normal_equations(layout, prior, train_bodies, train, velocity, held_out, held_out_bodies, folded) -> list:
+    """``(G, r, target)`` per validation fold (``target`` None for a part that is only trained on)."""
+    rows = np.repeat(np.asarray(train.trajectory), layout.n)
+    A = columns(layout, train_bodies, train, velocity)
+    scale = np.linalg.norm(A, axis=0) + 1e-300
+    As, b = A / scale, _targets(train) - A @ prior  # the deviation from the prior, in scaled columns
+    if folded:
+        return [
+            (As[rows == k].T @ As[rows == k], As[rows == k].T @ b[rows == k], b[rows == k]) for k in np.unique(rows)
+        ]
+    Av = columns(layout, held_out_bodies, held_out, velocity)
+    bv = _targets(held_out) - Av @ prior
+    Av = Av / scale
+    return [(As.T @ As + Av.T @ Av, As.T @ b + Av.T @ bv, None), (Av.T @ Av, Av.T @ bv, bv)]
 
 
 def _uses_velocity(layout: Layout, data) -> bool:

@@ -183,11 +183,14 @@ def _with_prior(dataset, split, chain, terms, budget, seed, learning: dict, note
     nominal = _linear.fit_nominal(layout, prior_bodies, bodies(train), train)
     judge("nominal", _rigid_model(chain, nominal, terms), time.perf_counter() - t0, "prior inertias")
     t0 = time.perf_counter()
-    settings = _linear.choose_settings(layout, prior_bodies, bodies(train), train, held_out, bodies(held_out))
-    fitted = _linear.fit_physical(layout, prior_bodies, bodies(train), train, settings)
-    detail = f"ridge {settings.weight:g}, v0 {settings.velocity:g} rad/s ({settings.how}); refitted to every sample"
+    layouts = tuple(dict.fromkeys((layout, terms.layout(chain, train, per_recording=False))))
+    settings = _linear.choose_settings(layouts, prior_bodies, bodies(train), train, held_out, bodies(held_out))
+    fitted = _linear.fit_physical(settings.layout, prior_bodies, bodies(train), train, settings)
+    per_log = "a bias per log" if settings.layout.recordings else "one offset"
+    detail = f"ridge {settings.weight:g}, v0 {settings.velocity:g} rad/s, {per_log} ({settings.how}); refitted to all"
     judge("rigid body", _rigid_model(chain, fitted, terms), time.perf_counter() - t0, detail)
-    everything = _linear.fit_physical(terms.layout(chain, dataset), prior_bodies, bodies(dataset), dataset, settings)
+    final = terms.layout(chain, dataset, per_recording=bool(settings.layout.recordings))
+    everything = _linear.fit_physical(final, prior_bodies, bodies(dataset), dataset, settings)
     models["rigid body"] = _rigid_model(chain, everything, terms)  # judged on the held-out part, fitted to all
     variants = _residual_variants(learning, terms)
     for k, lagrangian in enumerate(variants):
@@ -251,10 +254,10 @@ class _Terms:
         names = self.linear + (("offset",) if self.offset else ()) + (self.learned if learned else ())
         return "+".join(n for n in FORCES if n in names) or None
 
-    def layout(self, chain, data) -> _linear.Layout:
+    def layout(self, chain, data, *, per_recording: bool = True) -> _linear.Layout:
         """The linear layout on ``data``: a deviation of the offset per recording when it has at least three."""
         ids = tuple(int(k) for k in np.unique(np.asarray(data.trajectory)))
-        recordings = ids if self.offset and self.per_recording and len(ids) >= 3 else ()
+        recordings = ids if per_recording and self.offset and self.per_recording and len(ids) >= 3 else ()
         return _linear.Layout(chain.n_dof, chain.n_dof, self.linear, self.offset, recordings)
 
 
