@@ -445,8 +445,10 @@ class Ensemble(keras.Model):
 
         Returns
         -------
-        numpy.ndarray, shape ``(B,)``, float64
+        numpy.ndarray, shape ``(B,)``, float64 (a float for a single state ``(n,)``)
         """
+        single = np.ndim(q) == 1
+        q, qd = np.atleast_2d(np.asarray(q, np.float64)), np.atleast_2d(np.asarray(qd, np.float64))
         distances = []
         seen = []
         for member in self._members:
@@ -458,9 +460,12 @@ class Ensemble(keras.Model):
         out = np.min(np.stack(distances), axis=0) if len(distances) > 1 else distances[0]
         scale = float(self.disagreement_scale.numpy())
         if disagreement and self.calibrated and scale > 0:
-            spread = self.predict(np.atleast_2d(q), np.atleast_2d(qd)).qdd_spread
-            out = np.fmax(out, self._relative_spread(spread) / scale)
-        return out
+            finite = np.all(np.isfinite(q) & np.isfinite(qd), axis=1)
+            relative = np.full(q.shape[0], np.nan)
+            if finite.any():
+                relative[finite] = self._relative_spread(self.predict(q[finite], qd[finite]).qdd_spread) / scale
+            out = np.fmax(out, relative)
+        return float(out[0]) if single else out
 
     # -- the mechanics of the mean -----------------------------------------------------------
     def _mean(self, method: str, *args):
