@@ -54,10 +54,10 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--offsets",
-        choices=("recording", "constant", "none"),
-        default="recording",
-        help="torque offsets: a constant one plus a nuisance deviation per recording (default), a constant "
-        "one, or none",
+        choices=("auto", "recording", "constant", "none"),
+        default="auto",
+        help="torque offsets: a constant one plus a nuisance deviation per recording, a constant one, none, or "
+        "auto (default: the leave-one-recording-out validation chooses among the three)",
     )
     parser.add_argument(
         "--time-limit",

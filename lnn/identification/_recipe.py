@@ -24,7 +24,7 @@ DEFAULT_TIME = 120.0
 #: and the passive friction network that the residual stage learns beside the residual Lagrangian.
 DEFAULT_FRICTION = "viscous+coulomb+network"
 #: How torque offsets are modelled (``offsets=``).
-OFFSETS = ("recording", "constant", None)
+OFFSETS = ("auto", "recording", "constant", None)
 
 
 def identify(
@@ -32,7 +32,7 @@ def identify(
     *,
     prior=None,
     friction: str | None = DEFAULT_FRICTION,
-    offsets: str | None = "recording",
+    offsets: str | None = "auto",
     time_limit: float | None = None,
     seed: int = 0,
     validation: float = 0.1,
@@ -82,12 +82,16 @@ def identify(
         (``"viscous"``, ``"coulomb"``, any registered ``LinearForce``) are
         fitted by least squares with the rigid body; the others
         (``"network"``, ``"damping"``) are learned by the residual stage.
-    offsets : {"recording", "constant", None}
-        ``"recording"`` (the default): a constant torque offset per joint in
-        the model, and a deviation of it per recording fitted as a nuisance
-        (with at least three recordings; dropped from the model: a new
-        recording's bias is unknown); ``"constant"``: the constant offset
-        only; None: no offset (unless ``friction`` names ``"offset"``).
+    offsets : {"auto", "recording", "constant", None}
+        Torque offsets (a sensor's bias): ``"recording"``, a constant offset
+        per joint in the model and a deviation of it per recording fitted as a
+        nuisance (with at least three recordings; dropped from the model: a
+        new recording's bias is unknown); ``"constant"``, the constant offset
+        only; None, none (unless ``friction`` names ``"offset"``); ``"auto"``
+        (the default): the three, chosen by the leave-one-recording-out
+        validation of the linear fit (on the DFKI pendulum an offset fitted
+        on some logs hurt on a new one; on logs with a bias each, the
+        deviations free the other parameters).
     time_limit : float, optional
         Wall-time budget (s) of the trained stages (default :data:`DEFAULT_TIME`).
     seed : int
@@ -137,7 +141,7 @@ def identify(
         network, detail = _learned.train_network(
             split.train,
             split.validation,
-            friction=terms.model(learned=True),
+            friction=terms.network_friction(),
             seconds=budget,
             seed=seed,
             members=ensemble,
@@ -171,7 +175,6 @@ def _with_prior(dataset, split, chain, terms, budget, seed, learning: dict, note
         return regress[id(data)]
 
     prior_bodies = chain.inertias
-    layout = terms.layout(chain, train)
     stages, models = [], {}
 
     def judge(name, model, seconds, detail):
@@ -180,16 +183,19 @@ def _with_prior(dataset, split, chain, terms, budget, seed, learning: dict, note
         note(f"{name}: validation torque MSE {stages[-1].mean_mse:.4g} ({detail})")
 
     t0 = time.perf_counter()
+    settings = _linear.choose_settings(
+        terms.layouts(chain, train), prior_bodies, bodies(train), train, held_out, bodies(held_out)
+    )
+    layout, chosen_in = settings.layout, time.perf_counter() - t0
+    t0 = time.perf_counter()
     nominal = _linear.fit_nominal(layout, prior_bodies, bodies(train), train)
     judge("nominal", _rigid_model(chain, nominal, terms), time.perf_counter() - t0, "prior inertias")
     t0 = time.perf_counter()
-    layouts = tuple(dict.fromkeys((layout, terms.layout(chain, train, per_recording=False))))
-    settings = _linear.choose_settings(layouts, prior_bodies, bodies(train), train, held_out, bodies(held_out))
-    fitted = _linear.fit_physical(settings.layout, prior_bodies, bodies(train), train, settings)
-    per_log = "a bias per log" if settings.layout.recordings else "one offset"
-    detail = f"ridge {settings.weight:g}, v0 {settings.velocity:g} rad/s, {per_log} ({settings.how}); refitted to all"
-    judge("rigid body", _rigid_model(chain, fitted, terms), time.perf_counter() - t0, detail)
-    final = terms.layout(chain, dataset, per_recording=bool(settings.layout.recordings))
+    fitted = _linear.fit_physical(layout, prior_bodies, bodies(train), train, settings)
+    offsets = "a bias per log" if layout.recordings else ("one offset" if layout.offset else "no offset")
+    detail = f"ridge {settings.weight:g}, v0 {settings.velocity:g} rad/s, {offsets} ({settings.how}); refitted to all"
+    judge("rigid body", _rigid_model(chain, fitted, terms), chosen_in + time.perf_counter() - t0, detail)
+    final = terms.like(layout, chain, dataset)
     everything = _linear.fit_physical(final, prior_bodies, bodies(dataset), dataset, settings)
     models["rigid body"] = _rigid_model(chain, everything, terms)  # judged on the held-out part, fitted to all
     variants = _residual_variants(learning, terms)
@@ -236,29 +242,47 @@ def _residual_variants(learning: dict, terms) -> tuple[bool, ...]:
 
 
 class _Terms:
-    """The forces of ``friction=`` sorted by who fits them, and the offsets."""
+    """The forces of ``friction=`` sorted by who fits them, and the offset layouts to choose from."""
 
-    def __init__(self, linear: tuple, learned: tuple, offset: bool, per_recording: bool) -> None:
-        self.linear, self.learned, self.offset, self.per_recording = linear, learned, offset, per_recording
+    def __init__(self, linear: tuple, learned: tuple, offsets: tuple[str, ...]) -> None:
+        self.linear, self.learned, self.offsets = linear, learned, offsets
 
     @classmethod
     def of(cls, friction, offsets) -> _Terms:
         names = friction_names(friction)
         linear = tuple(n for n in names if FORCES[n].linear and n != "offset")
         learned = tuple(n for n in names if not FORCES[n].linear)
-        offset = offsets is not None or "offset" in names
-        return cls(linear, learned, offset, offsets == "recording")
+        if offsets == "auto":
+            choices = ("recording", "constant") + (() if "offset" in names else ("none",))
+        elif offsets is None:
+            choices = ("constant",) if "offset" in names else ("none",)
+        else:
+            choices = (offsets,)
+        return cls(linear, learned, choices)
 
-    def model(self, *, learned: bool) -> str | None:
-        """The ``friction=`` of a model with these terms (the learned ones too, or not)."""
-        names = self.linear + (("offset",) if self.offset else ()) + (self.learned if learned else ())
+    def model(self, layout: _linear.Layout, *, learned: bool) -> str | None:
+        """The ``friction=`` of a model with these terms and ``layout``'s offset (the learned ones too, or not)."""
+        names = self.linear + (("offset",) if layout.offset else ()) + (self.learned if learned else ())
         return "+".join(n for n in FORCES if n in names) or None
 
-    def layout(self, chain, data, *, per_recording: bool = True) -> _linear.Layout:
-        """The linear layout on ``data``: a deviation of the offset per recording when it has at least three."""
+    def network_friction(self) -> str | None:
+        """The ``friction=`` of the prior-free network: every force, a constant offset unless told none."""
+        names = self.linear + (() if self.offsets == ("none",) else ("offset",)) + self.learned
+        return "+".join(n for n in FORCES if n in names) or None
+
+    def layouts(self, chain, data) -> tuple[_linear.Layout, ...]:
+        """The candidate layouts on ``data`` (a deviation per recording only with at least three of them)."""
         ids = tuple(int(k) for k in np.unique(np.asarray(data.trajectory)))
-        recordings = ids if per_recording and self.offset and self.per_recording and len(ids) >= 3 else ()
-        return _linear.Layout(chain.n_dof, chain.n_dof, self.linear, self.offset, recordings)
+        out = []
+        for choice in self.offsets:
+            recordings = ids if choice == "recording" and len(ids) >= 3 else ()
+            out.append(_linear.Layout(chain.n_dof, chain.n_dof, self.linear, choice != "none", recordings))
+        return tuple(dict.fromkeys(out))
+
+    def like(self, layout: _linear.Layout, chain, data) -> _linear.Layout:
+        """``layout``'s choice of offsets on other ``data`` (its recordings)."""
+        ids = tuple(int(k) for k in np.unique(np.asarray(data.trajectory)))
+        return _linear.Layout(chain.n_dof, chain.n_dof, self.linear, layout.offset, ids if layout.recordings else ())
 
 
 def _rigid_model(chain, solution, terms: _Terms) -> LagrangianNetwork:
@@ -268,7 +292,7 @@ def _rigid_model(chain, solution, terms: _Terms) -> LagrangianNetwork:
         kind="rigid-body",
         prior=chain,
         angular=chain.angular,
-        friction=terms.model(learned=False),
+        friction=terms.model(solution.layout, learned=False),
         friction_velocity=solution.velocity,
         dtype="float64",
     )

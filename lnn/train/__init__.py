@@ -79,7 +79,8 @@ calibrates the ensemble's intervals on the validation data at the end
 The parts, one module each: ``_losses`` (the terms), ``_schedule`` (the
 learning rate), ``_steps`` (the compiled steps), ``_data`` (arrays, split,
 windows, tf.data), ``_model`` (checks, adapt, build), ``_initialization``,
-``_checkpoints`` (resume, best weights), ``_epoch_logs`` (the epochs' CSV and TensorBoard logs; the robot logs are :mod:`lnn.logs`),
+``_checkpoints`` (resume, best weights), ``_epoch_logs`` (the epochs' CSV and TensorBoard
+logs; the robot logs are :mod:`lnn.logs`),
 ``_callbacks`` (callables and Keras callbacks), ``_clock`` (time limit),
 ``_loop`` (one epoch), ``_history`` (the results), ``_ensemble`` (an ensemble's step and
 bootstrap) and ``_fit`` (the loop).
