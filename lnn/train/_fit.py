@@ -14,8 +14,8 @@ from lnn.train import _data, _ensemble, _identifiability, _model, _options
 from lnn.train._callbacks import Callbacks
 from lnn.train._checkpoints import Best, Checkpoints
 from lnn.train._clock import Clock
-from lnn.train._history import History, Record
 from lnn.train._epoch_logs import EpochLogs
+from lnn.train._history import History, Record
 from lnn.train._loop import EpochLoop
 from lnn.train._steps import build_trainer, make_optimizer
 
