@@ -33,8 +33,9 @@ from types import SimpleNamespace
 import numpy as np
 import tensorflow as tf
 
+from lnn.train import _steps
 from lnn.train._data import TrainingData
-from lnn.train._losses import TERMS, Batch, term_scales
+from lnn.train._losses import TERMS, Batch
 from lnn.train._steps import _Trainer, use_xla
 
 __all__ = ["MIN_UNITS", "EnsembleTrainer", "bootstrap_weights", "build_trainer", "calibrate", "is_ensemble", "weighted"]
@@ -95,25 +96,10 @@ def weighted(data: TrainingData, model, *, seed: int) -> TrainingData:
     return TrainingData(train, validation, data.n, data.horizon, data.windows, data.val_windows, data.dt)
 
 
-def build_trainer(
-    model, weights: dict, *, data, signature, optimizer, strategy, dtype, xla, clipnorm
-) -> EnsembleTrainer:
-    """fit's :class:`EnsembleTrainer` (XLA as for one member: :func:`lnn.train._steps.use_xla`)."""
-    terms = [k for k, w in weights.items() if w > 0]
-    return EnsembleTrainer(
-        model,
-        weights,
-        n=data.n,
-        dtype=dtype,
-        scales=term_scales(terms, data.train),
-        strategy=strategy,
-        optimizer=optimizer,
-        horizon=data.horizon,
-        dt=data.dt,
-        signature=signature,
-        jit_compile=use_xla(model.members[0], weights, xla),
-        clipnorm=clipnorm,
-    )
+def build_trainer(model, weights: dict, *, xla: bool | None, clipnorm: float | None, **options) -> EnsembleTrainer:
+    """fit's :class:`EnsembleTrainer`: :func:`lnn.train._steps.build_trainer`, with XLA as for one member."""
+    xla = use_xla(model.members[0], weights, xla)
+    return _steps.build_trainer(model, weights, xla=xla, trainer=EnsembleTrainer, clipnorm=clipnorm, **options)
 
 
 def calibrate(model, data: TrainingData):

@@ -46,15 +46,18 @@ def make_optimizer(model, strategy, *, learning_rate: float, clipnorm: float | N
     return optimizer
 
 
-def build_trainer(model, weights: dict, *, data, signature, optimizer, strategy, dtype, xla: bool | None) -> _Trainer:
-    """fit's :class:`_Trainer` for ``data`` (a ``TrainingData``): the terms' scales, the XLA rule.
+def build_trainer(
+    model, weights: dict, *, data, signature, optimizer, strategy, dtype, xla: bool | None, trainer=None, **extra
+) -> _Trainer:
+    """fit's :class:`_Trainer` (or ``trainer``, a subclass, given ``extra``) for ``data`` (a ``TrainingData``): the
+    terms' scales, the XLA rule.
 
     The accelerations come from the networks' closed form, not from nested
     tapes (``engine="tapes"``): under XLA a step on those recompiled after
     every weight update (``tests/test_train.py`` counts the compilations).
     """
     terms = [k for k, w in weights.items() if w > 0]
-    return _Trainer(
+    return (trainer or _Trainer)(
         model,
         weights,
         n=data.n,
@@ -66,6 +69,7 @@ def build_trainer(model, weights: dict, *, data, signature, optimizer, strategy,
         dt=data.dt,
         signature=signature,
         jit_compile=use_xla(model, weights, xla),
+        **extra,
     )
 
 
