@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -79,8 +79,45 @@ def _joint_count(owner: str, values: dict[str, Any]) -> int | None:
     return next(iter(lengths.values()), None)
 
 
+class _JointFriction:
+    """What both friction models share: their fields (``FIELDS``, the per-joint coefficients first and the
+    smoothing ``velocity`` last), the joint count and its check, and ``parameters()``."""
+
+    FIELDS: ClassVar[tuple[str, ...]]
+
+    @property
+    def n_joints(self) -> int | None:
+        """Length of the per-joint coefficients, ``None`` when all are scalars."""
+        return _joint_count(type(self).__name__, {name: getattr(self, name) for name in self.FIELDS[:-1]})
+
+    def check_joints(self, n_dof: int, owner: str) -> None:
+        """Raise ``ValueError`` unless the per-joint coefficients fit ``n_dof`` joints.
+
+        Parameters
+        ----------
+        n_dof : int
+            Number of joints of the system.
+        owner : str
+            Name of the system, used in the message.
+        """
+        n = self.n_joints
+        if n is not None and n != n_dof:
+            raise ValueError(f"friction has {n} per-joint coefficients but {owner} has n_dof={n_dof}: {self!r}")
+
+    def parameters(self) -> dict:
+        """JSON-serialisable fields: ``type(friction)(**friction.parameters()) == friction``.
+
+        Returns
+        -------
+        dict
+            Every field (floats or lists), in ``FIELDS`` order.
+        """
+        values = {name: getattr(self, name) for name in self.FIELDS}
+        return {name: list(v) if isinstance(v, tuple) else v for name, v in values.items()}
+
+
 @dataclass(frozen=True)
-class Friction:
+class Friction(_JointFriction):
     """Per-joint viscous + smooth Coulomb friction and a constant torque offset.
 
     Parameters
@@ -113,34 +150,13 @@ class Friction:
     offset: float | tuple[float, ...] = 0.0
     velocity: float = FRICTION_VELOCITY
 
+    FIELDS: ClassVar[tuple[str, ...]] = _FIELDS
+
     def __post_init__(self) -> None:
         for name, nonnegative in (("viscous", True), ("coulomb", True), ("offset", False)):
             object.__setattr__(self, name, _coefficients(name, getattr(self, name), nonnegative=nonnegative))
         object.__setattr__(self, "velocity", _velocity("Friction", self.velocity))
         _joint_count("Friction", {name: getattr(self, name) for name in _FIELDS[:3]})
-
-    @property
-    def n_joints(self) -> int | None:
-        """Length of the per-joint coefficients, ``None`` when all are scalars."""
-        for name in _FIELDS[:3]:
-            value = getattr(self, name)
-            if isinstance(value, tuple):
-                return len(value)
-        return None
-
-    def check_joints(self, n_dof: int, owner: str) -> None:
-        """Raise ``ValueError`` unless the per-joint coefficients fit ``n_dof`` joints.
-
-        Parameters
-        ----------
-        n_dof : int
-            Number of joints of the system.
-        owner : str
-            Name of the system, used in the message.
-        """
-        n = self.n_joints
-        if n is not None and n != n_dof:
-            raise ValueError(f"friction has {n} per-joint coefficients but {owner} has n_dof={n_dof}: {self!r}")
 
     def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return (np.asarray(self.viscous), np.asarray(self.coulomb), np.asarray(self.offset))
@@ -218,19 +234,6 @@ class Friction:
         zeros = np.zeros(np.broadcast_shapes(qd.shape, np.shape(self._arrays()[0])))
         return zeros if q is None else zeros + 0.0 * np.asarray(q, dtype=np.float64)
 
-    def parameters(self) -> dict:
-        """JSON-serialisable fields: ``Friction(**friction.parameters()) == friction``.
-
-        Returns
-        -------
-        dict
-            ``viscous``, ``coulomb``, ``offset`` (floats or lists) and ``velocity``.
-        """
-        return {
-            name: list(v) if isinstance(v, tuple) else v
-            for name, v in ((name, getattr(self, name)) for name in _FIELDS)
-        }
-
 
 _STRIBECK_FIELDS = (
     "viscous",
@@ -246,7 +249,7 @@ _STRIBECK_FIELDS = (
 
 
 @dataclass(frozen=True)
-class StribeckFriction:
+class StribeckFriction(_JointFriction):
     """Stribeck, asymmetric and position-dependent joint friction: a ground truth outside ``lnn``'s linear family.
 
     Per joint ``j`` the motor must overcome the friction torque
@@ -339,6 +342,8 @@ class StribeckFriction:
     offset: float | tuple[float, ...] = 0.0
     velocity: float = FRICTION_VELOCITY
 
+    FIELDS: ClassVar[tuple[str, ...]] = _STRIBECK_FIELDS
+
     def __post_init__(self) -> None:
         owner = "StribeckFriction"
         if self.static is None:
@@ -361,25 +366,6 @@ class StribeckFriction:
             raise ValueError(f"{owner}.stribeck_velocity must be > 0; got {self.stribeck_velocity!r}")
         object.__setattr__(self, "velocity", _velocity(owner, self.velocity))
         _joint_count(owner, {name: getattr(self, name) for name in _STRIBECK_FIELDS[:-1]})
-
-    @property
-    def n_joints(self) -> int | None:
-        """Length of the per-joint coefficients, ``None`` when all are scalars."""
-        return _joint_count("StribeckFriction", {name: getattr(self, name) for name in _STRIBECK_FIELDS[:-1]})
-
-    def check_joints(self, n_dof: int, owner: str) -> None:
-        """Raise ``ValueError`` unless the per-joint coefficients fit ``n_dof`` joints.
-
-        Parameters
-        ----------
-        n_dof : int
-            Number of joints of the system.
-        owner : str
-            Name of the system, used in the message.
-        """
-        n = self.n_joints
-        if n is not None and n != n_dof:
-            raise ValueError(f"friction has {n} per-joint coefficients but {owner} has n_dof={n_dof}: {self!r}")
 
     def _terms(self, qd: Any, q: Any, method: str) -> dict[str, np.ndarray]:
         """The factors of ``tau_f`` and their slopes at the broadcast states."""
@@ -486,19 +472,6 @@ class StribeckFriction:
         """
         x = self._terms(qd, q, "position_derivative")
         return x["dP"] * x["g"] * x["A"] * x["t"]
-
-    def parameters(self) -> dict:
-        """JSON-serialisable fields: ``StribeckFriction(**friction.parameters()) == friction``.
-
-        Returns
-        -------
-        dict
-            Every field (floats or lists), ``static`` resolved.
-        """
-        return {
-            name: list(v) if isinstance(v, tuple) else v
-            for name, v in ((name, getattr(self, name)) for name in _STRIBECK_FIELDS)
-        }
 
 
 #: A friction model of the ground-truth systems.
