@@ -162,20 +162,3 @@ class EnsembleTrainer(_Trainer):
             for i, g in zip(group, clipped):
                 out[i] = g
         return out
-
-    def _distributed_train(self, *batch):
-        self.traces += 1  # Python side effect: runs once per tracing
-        sums, rows, grads = self.strategy.run(self._replica_train, args=batch)
-        grads = [self._sum(g) for g in grads]
-        sums, rows = {k: self._sum(v) for k, v in sums.items()}, self._sum(rows)
-        finite = [tf.reduce_all(tf.math.is_finite(g)) for g in grads]
-        finite += [tf.math.is_finite(v) for v in sums.values()]
-        variables = self.model.trainable_variables
-        grads = self._clipped(grads)
-
-        def apply():
-            self.optimizer.apply_gradients(zip(grads, variables))
-            return tf.constant(True)
-
-        applied = tf.cond(tf.reduce_all(tf.stack(finite)), apply, lambda: tf.constant(False))
-        return (sums, rows), applied

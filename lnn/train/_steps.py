@@ -200,6 +200,7 @@ class _Trainer:
         finite = [tf.reduce_all(tf.math.is_finite(g)) for g in grads]
         finite += [tf.math.is_finite(v) for v in sums.values()]
         variables = self.model.trainable_variables
+        grads = self._clipped(grads)
 
         def apply():
             # Cross-replica context: the gradients are already summed over replicas.
@@ -208,6 +209,10 @@ class _Trainer:
 
         applied = tf.cond(tf.reduce_all(tf.stack(finite)), apply, lambda: tf.constant(False))
         return (sums, rows), applied
+
+    def _clipped(self, grads):
+        """The gradients as applied: unchanged here (the optimizer clips them; an ensemble clips per member)."""
+        return grads
 
     def _replica_eval(self, *batch):
         return self._replica_sums(batch, training=False)
