@@ -228,6 +228,80 @@ def test_calibrate_finds_the_noise_of_the_targets(trained):
     np.testing.assert_allclose(result.tau.coverage[0.9], 0.9, atol=0.015)
 
 
+def test_calibrate_pools_the_training_samples_out_of_each_members_bag(trained):
+    """Held-out errors of 0.1 and out-of-bag errors of 0.3: the fit is that of both, each error taken against the
+    mean of the members that never saw the sample (weight 0); samples every member saw do not calibrate."""
+    ensemble = lnn.Ensemble.from_members(trained.ensemble.members)
+    rng = np.random.default_rng(11)
+    q, qd = _states(3000, seed=12)
+    qdd = rng.normal(size=q.shape)
+    tau = ensemble.predict(q, qd, qdd=qdd).tau + 0.1 * rng.normal(size=q.shape)
+    held_out = SimpleNamespace(q=q, qd=qd, qdd=qdd, tau=tau)
+    alone = ensemble.calibrate(held_out)
+    tq, tqd = _states(3000, seed=13)
+    tqdd = rng.normal(size=tq.shape)
+    weights = rng.integers(0, 3, size=(3000, 3)).astype(float)
+    weights[:500] = 1.0  # seen by every member: not out of bag
+    members = ensemble.predict(tq, tqd, qdd=tqdd).tau_members  # (K, M, n)
+    unseen = weights == 0
+    oob_mean = np.array([members[unseen[i] if unseen[i].any() else slice(None), i].mean(axis=0) for i in range(3000)])
+    ttau = oob_mean + 0.3 * rng.normal(size=tq.shape)
+    training = SimpleNamespace(q=tq, qd=tqd, qdd=tqdd, tau=ttau)
+    pooled = ensemble.calibrate(held_out, training=training, weights=weights)
+    rows = np.flatnonzero((weights == 0).any(axis=1))
+    assert pooled.out_of_bag == rows.size and alone.out_of_bag == 0
+    assert pooled.tau.samples == 3000 + rows.size
+    spread = np.concatenate([ensemble.predict(q, qd, qdd=qdd).tau_spread, members[:, rows].std(axis=0, ddof=1)])
+    expected = uncertainty.fit_calibration(
+        "tau",
+        np.concatenate([tau, ttau[rows]]),
+        np.concatenate([ensemble.predict(q, qd, qdd=qdd).tau, oob_mean[rows]]),
+        spread,
+    )
+    np.testing.assert_allclose(pooled.tau.floor, expected.floor, rtol=1e-6)
+    np.testing.assert_allclose(pooled.tau.scale, expected.scale, rtol=1e-6)
+    np.testing.assert_allclose(alone.tau.floor, 0.1, rtol=0.08)
+    sizes = np.sqrt(pooled.tau.scale**2 * np.mean(spread**2, axis=0) + pooled.tau.floor**2)
+    pooled_rms = np.sqrt((3000 * 0.1**2 + rows.size * 0.3**2) / (3000 + rows.size))  # not the held-out one's 0.1
+    np.testing.assert_allclose(sizes, pooled_rms, rtol=0.06)
+    np.testing.assert_allclose(ensemble.tau_floor.numpy(), pooled.tau.floor)
+
+
+def test_calibrate_refuses_training_without_weights_and_weights_of_another_shape(trained):
+    ensemble = lnn.Ensemble.from_members(trained.ensemble.members)
+    q, qd = _states(50, seed=14)
+    data = SimpleNamespace(q=q, qd=qd, qdd=np.zeros_like(q), tau=np.zeros_like(q))
+    with pytest.raises(ValueError, match="together"):
+        ensemble.calibrate(data, training=data)
+    with pytest.raises(ValueError, match=r"weights must have shape \(M, K\) = \(50, 3\).*got \(50, 2\)"):
+        ensemble.calibrate(data, training=data, weights=np.zeros((50, 2)))
+    with pytest.raises(TypeError, match="training must be an lnn.Dataset"):
+        ensemble.calibrate(data, training=object(), weights=np.zeros((50, 3)))
+
+
+def test_member_weights_are_the_weights_fit_trains_with(data, monkeypatch):
+    """lnn.train.member_weights gives the bootstrap fit used, so a caller can find each member's out-of-bag
+    samples (lnn.identify calibrates on them)."""
+    seen = []
+    weighted = _ensemble.weighted
+
+    def spy(training_data, model, *, seed):
+        out = weighted(training_data, model, seed=seed)
+        seen.append(out.train["weights"])
+        return out
+
+    monkeypatch.setattr(_ensemble, "weighted", spy)
+    train, held_out = data.subset(range(18)), data.subset(range(18, 24))
+    ensemble = lnn.Ensemble(2, 3, seed=0, **OPTIONS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", lnn.IdentifiabilityWarning)
+        lnn.fit(ensemble, train, loss="acceleration", epochs=1, batch_size=64, validation=held_out, seed=5)
+    expected = lnn.train.member_weights(ensemble, train.trajectory, seed=5)
+    assert len(seen) == 1 and expected.shape == (len(train), 3)
+    np.testing.assert_array_equal(seen[0], expected)
+    assert (expected == 0).any(axis=1).mean() > 0.5  # most samples are out of some member's bag
+
+
 def test_from_members_copies_trained_networks_and_refuses_mixtures(trained):
     members = trained.ensemble.members
     copy = lnn.Ensemble.from_members(members)

@@ -79,7 +79,7 @@ def register(subparsers) -> None:
         default=None,
         metavar="K",
         help="learn an ensemble of K members (bootstraps of the recordings) with intervals calibrated on the "
-        "validation data (lnn.Ensemble)",
+        "validation data and the samples out of each member's bag (lnn.Ensemble)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     parser.add_argument("--force", action="store_true", help="replace FILE if it exists")

@@ -113,7 +113,10 @@ def identify(
     ensemble : int, optional
         Train the learned stages as an :class:`lnn.Ensemble` of this many
         members (bootstraps of the training recordings, in one compiled step),
-        its intervals calibrated on the validation data; the returned model is
+        its intervals calibrated on the validation data and on the training
+        samples out of each member's bag (:meth:`lnn.Ensemble.calibrate`:
+        one held-out recording alone is no measure of the next one); the
+        returned model is
         then the best learned stage (the linear stages have no spread), an
         ensemble whose ``predict`` gives the mean and calibrated spread.
     progress : callable, optional

@@ -102,13 +102,17 @@ class EnsembleCalibration:
         90 % intervals and the negative log-likelihood on the calibration
         data, calibrated and raw.
     disagreement_scale : float
-        The 99th percentile, over the calibration states, of the members'
+        The 99th percentile, over the held-out states, of the members'
         root-mean-square relative spread of ``qdd`` (disagreement novelty 1.0).
+    out_of_bag : int
+        Training samples that calibrated as out-of-bag samples (0 without
+        ``training=``); the held-out ones are the rest of ``qdd.samples``.
     """
 
     qdd: uncertainty.Calibration
     tau: uncertainty.Calibration
     disagreement_scale: float
+    out_of_bag: int = 0
 
 
 @keras.saving.register_keras_serializable(package="lnn")
@@ -384,7 +388,7 @@ class Ensemble(keras.Model):
             out["tau_std"] = uncertainty.interval_std(spread, self.tau_scale.numpy(), self.tau_floor.numpy())
         return EnsemblePrediction(**out)
 
-    def calibrate(self, data) -> EnsembleCalibration:
+    def calibrate(self, data, *, training=None, weights=None) -> EnsembleCalibration:
         """Fit the intervals of ``qdd`` and ``tau`` on held-out data and store them (saved with the model).
 
         Per output, the predictive standard deviation is ``sqrt((a s)² + b²)``
@@ -394,34 +398,97 @@ class Ensemble(keras.Model):
         ``tau``, the ``tau`` interval from the inverse dynamics at the data's
         ``qdd``. Also stores the scale of the disagreement novelty.
 
+        Given the ``training`` data and the members' bootstrap ``weights`` on
+        it, every training sample that some member never saw (weight 0) is a
+        calibration sample too: its error is that of the mean of the members
+        that did not see it (the *out-of-bag* error of bagging), its spread
+        the members' spread. One held-out recording says how far off the model
+        is on that recording; the out-of-bag samples say it on every
+        recording the bootstrap left out, so that a held-out recording easier
+        (or harder) than the rest does not set the intervals alone
+        (:func:`lnn.identify` calibrates so).
+
         Parameters
         ----------
         data : lnn.Dataset
             Held-out samples (not trained on): ``q, qd, qdd, tau`` of shape ``(N, n)``.
+        training : lnn.Dataset, optional, keyword-only
+            The samples the members were trained on, shape ``(M, n)`` each.
+        weights : array_like, shape ``(M, K)``, optional, keyword-only
+            Member ``k``'s bootstrap count of each training sample
+            (:func:`lnn.train.member_weights`); required with ``training``.
 
         Returns
         -------
         EnsembleCalibration
+
+        Raises
+        ------
+        TypeError
+            If ``data`` or ``training`` is not a dataset with ``q, qd, qdd, tau``.
+        ValueError
+            If a shape is wrong, or only one of ``training`` and ``weights`` is given.
         """
+        q, qd, qdd, tau = self._calibration_arrays("data", data)
+        if q.shape[0] < 2:
+            raise ValueError(f"calibrate needs at least 2 samples of shape (N, {self.n_dof}), got {q.shape}")
+        prediction = self.predict(q, qd, tau=tau, qdd=qdd)
+        truth = {"qdd": [qdd], "tau": [tau]}
+        mean = {"qdd": [prediction.qdd], "tau": [prediction.tau]}
+        spread = {"qdd": [prediction.qdd_spread], "tau": [prediction.tau_spread]}
+        bagged = 0
+        if (training is None) != (weights is None):
+            raise ValueError("calibrate takes training= and weights= together (the members' bootstrap of training)")
+        if training is not None:
+            bagged = self._out_of_bag(training, weights, truth, mean, spread)
+        fits = {
+            output: uncertainty.fit_calibration(
+                output, np.concatenate(truth[output]), np.concatenate(mean[output]), np.concatenate(spread[output])
+            )
+            for output in ("qdd", "tau")
+        }
+        relative = self._relative_spread(prediction.qdd_spread)
+        scale = float(np.nanpercentile(relative, 99.0)) if np.isfinite(relative).any() else 0.0
+        self.qdd_scale.assign(fits["qdd"].scale.astype(self._np_dtype))
+        self.qdd_floor.assign(fits["qdd"].floor.astype(self._np_dtype))
+        self.tau_scale.assign(fits["tau"].scale.astype(self._np_dtype))
+        self.tau_floor.assign(fits["tau"].floor.astype(self._np_dtype))
+        self.disagreement_scale.assign(np.asarray(scale, self._np_dtype))
+        self.calibrated_flag.assign(np.asarray(1.0, self._np_dtype))
+        return EnsembleCalibration(qdd=fits["qdd"], tau=fits["tau"], disagreement_scale=scale, out_of_bag=bagged)
+
+    def _calibration_arrays(self, name: str, data) -> tuple[np.ndarray, ...]:
+        """``q, qd, qdd, tau`` of a dataset, checked, float64 ``(N, n)``."""
         try:
             arrays = [np.asarray(getattr(data, k), np.float64) for k in ("q", "qd", "qdd", "tau")]
         except AttributeError:
-            raise TypeError(f"data must be an lnn.Dataset (q, qd, qdd, tau), got {type(data).__name__}") from None
-        (q, qd, qdd, tau), _ = _validate.states(list(zip(("q", "qd", "qdd", "tau"), arrays)), self.n_dof)
-        if q.ndim != 2 or q.shape[0] < 2:
-            raise ValueError(f"calibrate needs at least 2 samples of shape (N, {self.n_dof}), got {q.shape}")
-        prediction = self.predict(q, qd, tau=tau, qdd=qdd)
-        qdd_fit = uncertainty.fit_calibration("qdd", qdd, prediction.qdd, prediction.qdd_spread)
-        tau_fit = uncertainty.fit_calibration("tau", tau, prediction.tau, prediction.tau_spread)
-        relative = self._relative_spread(prediction.qdd_spread)
-        scale = float(np.nanpercentile(relative, 99.0)) if np.isfinite(relative).any() else 0.0
-        self.qdd_scale.assign(qdd_fit.scale.astype(self._np_dtype))
-        self.qdd_floor.assign(qdd_fit.floor.astype(self._np_dtype))
-        self.tau_scale.assign(tau_fit.scale.astype(self._np_dtype))
-        self.tau_floor.assign(tau_fit.floor.astype(self._np_dtype))
-        self.disagreement_scale.assign(np.asarray(scale, self._np_dtype))
-        self.calibrated_flag.assign(np.asarray(1.0, self._np_dtype))
-        return EnsembleCalibration(qdd=qdd_fit, tau=tau_fit, disagreement_scale=scale)
+            raise TypeError(f"{name} must be an lnn.Dataset (q, qd, qdd, tau), got {type(data).__name__}") from None
+        checked, _ = _validate.states(list(zip(("q", "qd", "qdd", "tau"), arrays)), self.n_dof)
+        if checked[0].ndim != 2:
+            raise ValueError(f"{name} must hold samples of shape (N, {self.n_dof}), got q of shape {checked[0].shape}")
+        return tuple(checked)
+
+    def _out_of_bag(self, training, weights, truth: dict, mean: dict, spread: dict) -> int:
+        """Append the training samples' out-of-bag errors to the calibration arrays; how many samples."""
+        q, qd, qdd, tau = self._calibration_arrays("training", training)
+        weights = np.asarray(weights, np.float64)
+        if weights.shape != (q.shape[0], self.n_members):
+            raise ValueError(
+                f"weights must have shape (M, K) = ({q.shape[0]}, {self.n_members}) (a bootstrap count per "
+                f"training sample and member, lnn.train.member_weights), got {weights.shape}"
+            )
+        unseen = weights == 0  # (M, K): member k never saw the sample
+        rows = np.flatnonzero(unseen.any(axis=1))
+        if rows.size == 0:
+            return 0
+        prediction = self.predict(q[rows], qd[rows], tau=tau[rows], qdd=qdd[rows])
+        share = unseen[rows].astype(np.float64) / unseen[rows].sum(axis=1, keepdims=True)  # (R, K)
+        for output, target in (("qdd", qdd[rows]), ("tau", tau[rows])):
+            members = getattr(prediction, f"{output}_members")  # (K, R, n)
+            truth[output].append(target)
+            mean[output].append(np.einsum("rk,krn->rn", share, members))
+            spread[output].append(getattr(prediction, f"{output}_spread"))
+        return int(rows.size)
 
     def _relative_spread(self, spread: np.ndarray) -> np.ndarray:
         """Root mean square over coordinates of the members' ``qdd`` spread / the training ``qdd`` RMS, ``(B,)``."""

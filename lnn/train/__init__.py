@@ -86,6 +86,7 @@ logs; the robot logs are :mod:`lnn.logs`),
 bootstrap) and ``_fit`` (the loop).
 """
 
+from lnn.train._ensemble import member_weights
 from lnn.train._fit import fit
 from lnn.train._history import History, TrainingDivergedError
 from lnn.train._identifiability import IdentifiabilityWarning, default_loss
@@ -107,4 +108,5 @@ __all__ = [
     "fit",
     "cranmer_initialization",
     "default_loss",
+    "member_weights",
 ]

@@ -38,7 +38,16 @@ from lnn.train._data import TrainingData
 from lnn.train._losses import TERMS, Batch
 from lnn.train._steps import _Trainer, use_xla
 
-__all__ = ["MIN_UNITS", "EnsembleTrainer", "bootstrap_weights", "build_trainer", "calibrate", "is_ensemble", "weighted"]
+__all__ = [
+    "MIN_UNITS",
+    "EnsembleTrainer",
+    "bootstrap_weights",
+    "build_trainer",
+    "calibrate",
+    "is_ensemble",
+    "member_weights",
+    "weighted",
+]
 
 #: Fewer training trajectories than this: the bootstrap resamples this many contiguous blocks instead.
 MIN_UNITS = 10
@@ -82,14 +91,35 @@ def bootstrap_weights(trajectory: np.ndarray, members: int, *, seed: int, bootst
     return out
 
 
+def member_weights(model, trajectory, *, seed: int) -> np.ndarray:
+    """The weights :func:`lnn.fit` gives ``model``'s members on training samples of these trajectory ids.
+
+    Parameters
+    ----------
+    model : lnn.Ensemble
+    trajectory : array_like, shape ``(N,)``
+        The trajectory id of every training sample, in the training data's
+        order (a dataset given to ``fit`` with a separate ``validation=``).
+    seed : int, keyword-only
+        ``fit``'s seed.
+
+    Returns
+    -------
+    numpy.ndarray, shape ``(N, K)``
+        Member ``k``'s bootstrap count of each sample; 0 where member ``k``
+        never saw it (the sample is *out of bag* for that member), for
+        :meth:`lnn.Ensemble.calibrate`'s ``weights``.
+    """
+    bootstrap = bool(getattr(model, "bootstrap", True))
+    return bootstrap_weights(np.asarray(trajectory), len(model.members), seed=seed, bootstrap=bootstrap)
+
+
 def weighted(data: TrainingData, model, *, seed: int) -> TrainingData:
     """``data`` with the members' bootstrap weights (``"weights"``, ``(N, K)``) beside its training and validation
     arrays."""
     k = len(model.members)
     train = dict(data.train)
-    train["weights"] = bootstrap_weights(
-        train["trajectory"], k, seed=seed, bootstrap=bool(getattr(model, "bootstrap", True))
-    )
+    train["weights"] = member_weights(model, train["trajectory"], seed=seed)
     validation = None
     if data.validation is not None:
         validation = dict(data.validation, weights=np.ones((data.validation["q"].shape[0], k)))
