@@ -195,8 +195,20 @@ def test_a_linear_force_registered_in_a_test_file_is_fitted_by_identify_and_the_
         FORCES.pop("drag-test")
 
 
-def test_identify_returns_a_calibrated_ensemble_through_the_same_stages(data, held_out):
+def test_identify_returns_a_calibrated_ensemble_through_the_same_stages(data, held_out, monkeypatch):
+    calls = []
+    calibrate = lnn.Ensemble.calibrate
+
+    def spy(self, held, **kwargs):
+        calls.append(kwargs)
+        return calibrate(self, held, **kwargs)
+
+    monkeypatch.setattr(lnn.Ensemble, "calibrate", spy)
     model = lnn.identify(data, prior=WRONG_PAYLOAD, time_limit=12.0, seed=0, ensemble=2, residual_lagrangian=False)
+    # The last calibration is identify's: the held-out recording and the training samples out of each member's bag.
+    training, weights = calls[-1]["training"], calls[-1]["weights"]
+    assert weights.shape == (len(training.q), 2) and 0 < len(training.q) <= len(data)
+    assert (weights == 0).any(axis=1).mean() > 0.3
     assert isinstance(model.network, lnn.Ensemble) and model.network.n_members == 2 and model.network.calibrated
     assert model.report.chosen == "residual"  # an ensemble asked for: the learned stage, the linear ones have no spread
     prediction = model.predict(held_out.q, held_out.qd, qdd=held_out.qdd)

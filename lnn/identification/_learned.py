@@ -29,6 +29,7 @@ forces of ``friction=``, trained the same way.
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -44,6 +45,9 @@ HIDDEN = (64, 64)
 #: Peak learning rates of the two stages (measured with benchmarks/bench_real.py).
 RESIDUAL_LEARNING_RATE = 3e-3
 NETWORK_LEARNING_RATE = 3e-3
+#: At most this many training samples calibrate an ensemble out of bag (every k-th one): neighbouring
+#: samples share a derivative window (101 samples on the DFKI logs), so more add time, not information.
+OUT_OF_BAG_SAMPLES = 8192
 
 
 def train_residual(
@@ -151,7 +155,11 @@ def _calibrate(network, held_out, train, seed: int) -> None:
     log take that log's difficulty for every log's; the bootstrap already
     left other stretches of the training logs out of each member's bag, and
     their out-of-bag errors calibrate beside the held-out log's
-    (:meth:`lnn.Ensemble.calibrate`).
+    (:meth:`lnn.Ensemble.calibrate`), every k-th sample of them
+    (:data:`OUT_OF_BAG_SAMPLES` at most).
     """
     if isinstance(network, Ensemble) and held_out is not None:
-        network.calibrate(held_out, training=train, weights=member_weights(network, train.trajectory, seed=seed))
+        weights = member_weights(network, train.trajectory, seed=seed)
+        every = slice(None, None, -(-len(train) // OUT_OF_BAG_SAMPLES))
+        samples = SimpleNamespace(**{k: np.asarray(getattr(train, k))[every] for k in ("q", "qd", "qdd", "tau")})
+        network.calibrate(held_out, training=samples, weights=weights[every])
