@@ -149,9 +149,9 @@ def _calibrate(network, held_out, train, seed: int) -> None:
     """An ensemble's intervals fitted on the held-out data and the training samples out of each member's bag.
 
     A robot's recordings differ (sensor bias, temperature, what was excited):
-    on the DFKI pendulum the rigid body's error on one log left out of the
+    on the DFKI pendulum the least squares' error on one log left out of the
     others ranges over 0.022-0.063 N^2 m^2 on joint 1 and 0.006-0.065 on
-    joint 2 (benchmarks/bench_real.py). Intervals fitted on the one held-out
+    joint 2 (``benchmarks/bench_real.py --ensemble 5`` prints it). Intervals fitted on the one held-out
     log take that log's difficulty for every log's; the bootstrap already
     left other stretches of the training logs out of each member's bag, and
     their out-of-bag errors calibrate beside the held-out log's
