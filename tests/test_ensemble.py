@@ -235,7 +235,8 @@ def test_calibrate_pools_the_training_samples_out_of_each_members_bag(trained):
     rng = np.random.default_rng(11)
     q, qd = _states(3000, seed=12)
     qdd = rng.normal(size=q.shape)
-    tau = ensemble.predict(q, qd, qdd=qdd).tau + 0.1 * rng.normal(size=q.shape)
+    held = ensemble.predict(q, qd, qdd=qdd)
+    tau = held.tau + 0.1 * rng.normal(size=q.shape)
     held_out = SimpleNamespace(q=q, qd=qd, qdd=qdd, tau=tau)
     alone = ensemble.calibrate(held_out)
     tq, tqd = _states(3000, seed=13)
@@ -248,14 +249,14 @@ def test_calibrate_pools_the_training_samples_out_of_each_members_bag(trained):
     ttau = oob_mean + 0.3 * rng.normal(size=tq.shape)
     training = SimpleNamespace(q=tq, qd=tqd, qdd=tqdd, tau=ttau)
     pooled = ensemble.calibrate(held_out, training=training, weights=weights)
-    rows = np.flatnonzero((weights == 0).any(axis=1))
+    rows = np.flatnonzero(unseen.any(axis=1))
     assert pooled.out_of_bag == rows.size and alone.out_of_bag == 0
     assert pooled.tau.samples == 3000 + rows.size
-    spread = np.concatenate([ensemble.predict(q, qd, qdd=qdd).tau_spread, members[:, rows].std(axis=0, ddof=1)])
+    spread = np.concatenate([held.tau_spread, members[:, rows].std(axis=0, ddof=1)])
     expected = uncertainty.fit_calibration(
         "tau",
         np.concatenate([tau, ttau[rows]]),
-        np.concatenate([ensemble.predict(q, qd, qdd=qdd).tau, oob_mean[rows]]),
+        np.concatenate([held.tau, oob_mean[rows]]),
         spread,
     )
     np.testing.assert_allclose(pooled.tau.floor, expected.floor, rtol=1e-6)
