@@ -204,7 +204,9 @@ def test_identify_returns_a_calibrated_ensemble_through_the_same_stages(data, he
         return calibrate(self, held, **kwargs)
 
     monkeypatch.setattr(lnn.Ensemble, "calibrate", spy)
-    model = lnn.identify(data, prior=WRONG_PAYLOAD, time_limit=12.0, seed=0, ensemble=2, residual_lagrangian=False)
+    model = lnn.identify(data, prior=WRONG_PAYLOAD, time_limit=12.0, seed=0, ensemble=2)
+    # Not told: an ensemble's residual stage is the learned forces alone (its residual Lagrangian only compiles).
+    assert [s.name for s in model.report.stages if s.name.startswith("residual")] == ["residual"]
     # The last calibration is identify's: the held-out recording and the training samples out of each member's bag.
     training, weights = calls[-1]["training"], calls[-1]["weights"]
     assert weights.shape == (len(training.q), 2) and 0 < len(training.q) <= len(data)
