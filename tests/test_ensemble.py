@@ -280,27 +280,45 @@ def test_calibrate_refuses_training_without_weights_and_weights_of_another_shape
         ensemble.calibrate(data, training=object(), weights=np.zeros((50, 3)))
 
 
-def test_member_weights_are_the_weights_fit_trains_with(data, monkeypatch):
-    """lnn.train.member_weights gives the bootstrap fit used, so a caller can find each member's out-of-bag
-    samples (lnn.identify calibrates on them)."""
-    seen = []
-    weighted = _ensemble.weighted
+@pytest.mark.parametrize("bootstrap", [True, False])
+def test_fit_calibrates_on_the_samples_out_of_each_members_bag(data, monkeypatch, bootstrap):
+    """fit calibrates on its validation data and on every k-th training sample some member never saw, with the
+    weights it trained with (lnn.train.member_weights gives them to a caller); without a bootstrap no sample is
+    out of bag and the validation data calibrate alone."""
+    seen, calls = [], []
+    weighted, calibrate = _ensemble.weighted, lnn.Ensemble.calibrate
 
-    def spy(training_data, model, *, seed):
+    def spy_weights(training_data, model, *, seed):
         out = weighted(training_data, model, seed=seed)
         seen.append(out.train["weights"])
         return out
 
-    monkeypatch.setattr(_ensemble, "weighted", spy)
+    def spy_calibrate(self, held, **kwargs):
+        calls.append((held, kwargs))
+        return calibrate(self, held, **kwargs)
+
+    monkeypatch.setattr(_ensemble, "weighted", spy_weights)
+    monkeypatch.setattr(_ensemble, "OUT_OF_BAG_SAMPLES", 100)
+    monkeypatch.setattr(lnn.Ensemble, "calibrate", spy_calibrate)
     train, held_out = data.subset(range(18)), data.subset(range(18, 24))
-    ensemble = lnn.Ensemble(2, 3, seed=0, **OPTIONS)
+    ensemble = lnn.Ensemble(2, 3, seed=0, bootstrap=bootstrap, **OPTIONS)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", lnn.IdentifiabilityWarning)
         lnn.fit(ensemble, train, loss="acceleration", epochs=1, batch_size=64, validation=held_out, seed=5)
     expected = lnn.train.member_weights(ensemble, train.trajectory, seed=5)
     assert len(seen) == 1 and expected.shape == (len(train), 3)
     np.testing.assert_array_equal(seen[0], expected)
+    (held, kwargs), = calls
+    np.testing.assert_array_equal(held.q, held_out.q)
+    if not bootstrap:
+        assert kwargs == {} and (expected == 1).all()
+        return
     assert (expected == 0).any(axis=1).mean() > 0.5  # most samples are out of some member's bag
+    step = -(-len(train) // 100)  # every step-th training sample, 100 at most
+    assert step > 1 and len(kwargs["training"].q) <= 100
+    np.testing.assert_array_equal(kwargs["weights"], expected[::step])
+    np.testing.assert_array_equal(kwargs["training"].qd, train.qd[::step])
+    assert ensemble.calibrated
 
 
 def test_from_members_copies_trained_networks_and_refuses_mixtures(trained):

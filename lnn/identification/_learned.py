@@ -31,14 +31,12 @@ forces of ``friction=``, trained the same way.
 from __future__ import annotations
 
 import dataclasses
-from types import SimpleNamespace
-
 import numpy as np
 
 from lnn.models.ensemble import Ensemble
 from lnn.models.forces import FORCES
 from lnn.models.network import LagrangianNetwork
-from lnn.train import fit, member_weights
+from lnn.train import fit
 
 __all__ = ["HIDDEN", "RESIDUAL_LEARNING_RATE", "NETWORK_LEARNING_RATE", "train_network", "train_residual"]
 
@@ -47,9 +45,6 @@ HIDDEN = (64, 64)
 #: Peak learning rates of the two stages (measured with benchmarks/bench_real.py).
 RESIDUAL_LEARNING_RATE = 3e-3
 NETWORK_LEARNING_RATE = 3e-3
-#: At most this many training samples calibrate an ensemble out of bag (every k-th one): neighbouring
-#: samples share a derivative window (101 samples on the DFKI logs), so more add time, not information.
-OUT_OF_BAG_SAMPLES = 8192
 
 
 def train_residual(
@@ -84,7 +79,8 @@ def train_residual(
     dtype : {"float64", "float32"}
     members : int, optional
         Train an :class:`lnn.Ensemble` of this many members (bootstraps of
-        the training recordings), calibrated on ``held_out``.
+        the training recordings), calibrated by :func:`lnn.fit` on
+        ``held_out`` and on the training samples out of each member's bag.
     """
     layout = solution.layout
     identified = chain.with_parameters(inertias=solution.bodies, armature=solution.get("armature"))
@@ -116,7 +112,6 @@ def train_residual(
         seed=seed,
         learning_rate=RESIDUAL_LEARNING_RATE,
     )
-    _calibrate(network, held_out, corrected, seed)
     forces = f", forces {'+'.join(learned)}" if learned else ""
     lagrangian_text = f", residual Lagrangian {HIDDEN}" if lagrangian else ""
     detail = f"{len(history.epoch)} epochs (best {history.best_epoch}){lagrangian_text}{forces}, {dtype}"
@@ -136,7 +131,6 @@ def train_network(train, held_out, *, friction: str | None, seconds: float, seed
         seed=seed,
         learning_rate=NETWORK_LEARNING_RATE,
     )
-    _calibrate(network, held_out, train, seed)
     return network, f"structured {HIDDEN}, {len(history.epoch)} epochs (best {history.best_epoch})"
 
 
@@ -145,23 +139,3 @@ def _network(members: int | None, n_dof: int, **options):
     if members is None:
         return LagrangianNetwork(n_dof, **options)
     return Ensemble(n_dof, members, **options)
-
-
-def _calibrate(network, held_out, train, seed: int) -> None:
-    """An ensemble's intervals fitted on the held-out data and the training samples out of each member's bag.
-
-    A robot's recordings differ (sensor bias, temperature, what was excited):
-    on the DFKI pendulum the least squares' error on one log left out of the
-    others ranges over 0.022-0.063 N^2 m^2 on joint 1 and 0.006-0.065 on
-    joint 2 (``benchmarks/bench_real.py --ensemble 5`` prints it). Intervals fitted on the one held-out
-    log take that log's difficulty for every log's; the bootstrap already
-    left other stretches of the training logs out of each member's bag, and
-    their out-of-bag errors calibrate beside the held-out log's
-    (:meth:`lnn.Ensemble.calibrate`), every k-th sample of them
-    (:data:`OUT_OF_BAG_SAMPLES` at most).
-    """
-    if isinstance(network, Ensemble) and held_out is not None:
-        weights = member_weights(network, train.trajectory, seed=seed)
-        every = slice(None, None, -(-len(train) // OUT_OF_BAG_SAMPLES))
-        samples = SimpleNamespace(**{k: np.asarray(getattr(train, k))[every] for k in ("q", "qd", "qdd", "tau")})
-        network.calibrate(held_out, training=samples, weights=weights[every])

@@ -23,7 +23,11 @@ optimizer over all the members' variables, and one ``tf.data`` pipeline:
   step that is not finite for any member is not applied to any.
 
 After training, :func:`lnn.fit` calibrates the ensemble on its validation
-data (:meth:`lnn.Ensemble.calibrate`).
+data and on the training samples some member never saw, each against the
+mean of the members that never saw it (:meth:`lnn.Ensemble.calibrate`'s
+out-of-bag samples): one validation recording is no measure of the next
+(on the DFKI pendulum the least squares' error on one training log left out
+of the others spans 0.022-0.063 N^2 m^2 on joint 1, 0.006-0.065 on joint 2).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from lnn.train._steps import _Trainer, use_xla
 
 __all__ = [
     "MIN_UNITS",
+    "OUT_OF_BAG_SAMPLES",
     "EnsembleTrainer",
     "bootstrap_weights",
     "build_trainer",
@@ -51,6 +56,10 @@ __all__ = [
 
 #: Fewer training trajectories than this: the bootstrap resamples this many contiguous blocks instead.
 MIN_UNITS = 10
+#: At most this many training samples calibrate an ensemble out of bag (every k-th one): neighbouring
+#: samples of a log share a derivative window (101 samples on the DFKI logs) and those of a simulated
+#: trajectory a smooth path, so more add time, not information.
+OUT_OF_BAG_SAMPLES = 8192
 
 
 def is_ensemble(model) -> bool:
@@ -133,10 +142,22 @@ def build_trainer(model, weights: dict, *, xla: bool | None, clipnorm: float | N
 
 
 def calibrate(model, data: TrainingData):
-    """Calibrate an ensemble on fit's validation arrays (None without validation data)."""
+    """Calibrate an ensemble on fit's validation arrays and its training samples out of some member's bag.
+
+    The out-of-bag samples (:meth:`lnn.Ensemble.calibrate`'s ``training=``)
+    are every k-th training sample, :data:`OUT_OF_BAG_SAMPLES` at most.
+    Returns None without validation data.
+    """
     if data.validation is None or not callable(getattr(model, "calibrate", None)):
         return None
-    return model.calibrate(SimpleNamespace(**{k: data.validation[k] for k in ("q", "qd", "qdd", "tau")}))
+    fields = ("q", "qd", "qdd", "tau")
+    held_out = SimpleNamespace(**{k: data.validation[k] for k in fields})
+    weights = data.train.get("weights")
+    if weights is None or not (weights == 0).any():
+        return model.calibrate(held_out)
+    every = slice(None, None, -(-weights.shape[0] // OUT_OF_BAG_SAMPLES))
+    training = SimpleNamespace(**{k: np.asarray(data.train[k])[every] for k in fields})
+    return model.calibrate(held_out, training=training, weights=weights[every])
 
 
 class EnsembleTrainer(_Trainer):
