@@ -308,7 +308,7 @@ def test_fit_calibrates_on_the_samples_out_of_each_members_bag(data, monkeypatch
     expected = lnn.train.member_weights(ensemble, train.trajectory, seed=5)
     assert len(seen) == 1 and expected.shape == (len(train), 3)
     np.testing.assert_array_equal(seen[0], expected)
-    (held, kwargs), = calls
+    ((held, kwargs),) = calls
     np.testing.assert_array_equal(held.q, held_out.q)
     if not bootstrap:
         assert kwargs == {} and (expected == 1).all()

@@ -31,6 +31,7 @@ forces of ``friction=``, trained the same way.
 from __future__ import annotations
 
 import dataclasses
+
 import numpy as np
 
 from lnn.models.ensemble import Ensemble
