@@ -24,8 +24,9 @@ DEFAULT_TIME = 120.0
 #: and the passive friction network that the residual stage learns beside the residual Lagrangian.
 DEFAULT_FRICTION = "viscous+coulomb+network"
 #: Whether ``identify(..., ensemble=K)`` trains the residual Lagrangian when not told
-#: (``residual_lagrangian=None``; with learned forces). Measured on the DFKI pendulum with the URDF prior, K = 5, 2 cores
-#: (``identify(train, prior=robot, time_limit=120, ensemble=5)``): the five members' nested tapes took
+#: (``residual_lagrangian=None``; with learned forces). Measured on the DFKI pendulum with the URDF
+#: prior, K = 5, 2 cores (``identify(train, prior=robot, time_limit=120, ensemble=5)``): the five
+#: members' nested tapes took
 #: 110 s to trace and train their first epoch of the 33 000 samples (the forces alone: 5 s an epoch), and their
 #: compiled predictions another 40 s to trace for the calibration; with half of a 120 s budget the stage
 #: trained one epoch (validation torque MSE 0.0250 / 0.0107 against the forces' 0.0177 / 0.0091 after 17
