@@ -280,11 +280,11 @@ def test_calibrate_refuses_training_without_weights_and_weights_of_another_shape
         ensemble.calibrate(data, training=object(), weights=np.zeros((50, 3)))
 
 
-@pytest.mark.parametrize("bootstrap", [True, False])
-def test_fit_calibrates_on_the_samples_out_of_each_members_bag(data, monkeypatch, bootstrap):
-    """fit calibrates on its validation data and on every k-th training sample some member never saw, with the
-    weights it trained with (lnn.train.member_weights gives them to a caller); without a bootstrap no sample is
-    out of bag and the validation data calibrate alone."""
+@pytest.mark.parametrize(("bootstrap", "n_train"), [(True, 18), (False, 18), (True, 12)])
+def test_fit_calibrates_on_the_samples_out_of_each_members_bag(data, monkeypatch, bootstrap, n_train):
+    """With fewer than 10 validation trajectories fit calibrates on them and on every k-th training sample some
+    member never saw, with the weights it trained with (lnn.train.member_weights gives them to a caller);
+    without a bootstrap no sample is out of bag, and 12 validation trajectories calibrate alone."""
     seen, calls = [], []
     weighted, calibrate = _ensemble.weighted, lnn.Ensemble.calibrate
 
@@ -300,7 +300,7 @@ def test_fit_calibrates_on_the_samples_out_of_each_members_bag(data, monkeypatch
     monkeypatch.setattr(_ensemble, "weighted", spy_weights)
     monkeypatch.setattr(_ensemble, "OUT_OF_BAG_SAMPLES", 100)
     monkeypatch.setattr(lnn.Ensemble, "calibrate", spy_calibrate)
-    train, held_out = data.subset(range(18)), data.subset(range(18, 24))
+    train, held_out = data.subset(range(n_train)), data.subset(range(n_train, 24))
     ensemble = lnn.Ensemble(2, 3, seed=0, bootstrap=bootstrap, **OPTIONS)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", lnn.IdentifiabilityWarning)
@@ -311,7 +311,9 @@ def test_fit_calibrates_on_the_samples_out_of_each_members_bag(data, monkeypatch
     ((held, kwargs),) = calls
     np.testing.assert_array_equal(held.q, held_out.q)
     if not bootstrap:
-        assert kwargs == {} and (expected == 1).all()
+        assert (expected == 1).all()
+    if not bootstrap or n_train == 12:
+        assert kwargs == {} and ensemble.calibrated
         return
     assert (expected == 0).any(axis=1).mean() > 0.5  # most samples are out of some member's bag
     step = -(-len(train) // 100)  # every step-th training sample, 100 at most

@@ -174,9 +174,10 @@ def fit(
     members, each on its own bootstrap of the training trajectories (seeded
     by ``seed``; :mod:`lnn.train`), each member's gradient clipped by
     ``clipnorm`` on its own; the losses reported are the members' mean. After
-    training it is calibrated on the validation data and on the training
-    samples out of some member's bag (:meth:`lnn.Ensemble.calibrate`; not
-    without ``validation``).
+    training it is calibrated on the validation data, and on the training
+    samples out of some member's bag too when the validation data are fewer
+    than 10 trajectories (:meth:`lnn.Ensemble.calibrate`; not without
+    ``validation``).
 
     Raises
     ------
