@@ -10,6 +10,10 @@ A script, not a test. Sections (``--section``, default all):
     ``ensemble.predict(q, qd)`` against one model's ``acceleration(q, qd)`` at
     B = 1024 (and 64), after their XLA forms compiled. Round-robin timing,
     medians.
+    Then the bound: the default network's train-step products alone for one
+    member, five looped in one graph (``lnn.Ensemble``'s layout) and five
+    stacked on a weight axis (batched matmuls), and the machine's float32
+    rate of one and of five stacked matrix products.
 ``accuracy`` (calibration, novelty, rollouts; one trained ensemble)
     The LNN paper's double pendulum, the default data:
     ``generate(DoublePendulum(g=9.8), n_trajectories=256, duration=5.0,
@@ -136,6 +140,100 @@ def section_cost(args, results):
         target = "<= 2x" if batch == 1024 else ""
         print(f"{what:<26s} {batch:>6d} {1e3 * one:>10.2f} {1e3 * many:>10.2f} {many / one:>7.2f}  {target}")
         results[f"{what} B={batch}"] = {"one_ms": 1e3 * one, "ensemble_ms": 1e3 * many, "ratio": many / one}
+    section_member_axis(args, results)
+
+
+def _network_step(members: int, *, stacked: bool, batch: int = 1024, hidden: int = 128, features: int = 4):
+    """A compiled train step of the structured kind's network work, for ``members`` members.
+
+    Per member, the two MLPs of the default network (``features -> hidden -> hidden``, tanh): the
+    Cholesky net's value, tangent and input pullback (3 outputs) and the potential's value and input
+    gradient (1 output), a loss of them all and its reverse pass, plain SGD. ``stacked``: the members
+    are a leading axis of every weight (one batched matmul per layer, the "batch axis" design);
+    else a Python loop of members inside the one graph (``lnn.Ensemble``'s design).
+    """
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    axis = members if stacked else 1
+
+    def weights(out):
+        shapes = ((features, hidden), (hidden, hidden), (hidden, out))
+        return [tf.Variable((rng.normal(size=(axis, a, b)) / np.sqrt(a)).astype("float32")) for a, b in shapes]
+
+    def jet(w, x, u):
+        """Value, tangent along u and input pullback of the output."""
+        z1, t1 = tf.matmul(x, w[0]), tf.matmul(u, w[0])
+        a1 = tf.tanh(z1)
+        s1 = 1.0 - a1 * a1
+        z2, t2 = tf.matmul(a1, w[1]), tf.matmul(s1 * t1, w[1])
+        a2 = tf.tanh(z2)
+        s2 = 1.0 - a2 * a2
+        y, ty = tf.matmul(a2, w[2]), tf.matmul(s2 * t2, w[2])
+        g2 = tf.matmul(y, w[2], transpose_b=True) * s2
+        g1 = tf.matmul(g2, w[1], transpose_b=True) * s1
+        return y, ty, tf.matmul(g1, w[0], transpose_b=True)
+
+    nets = [(weights(3), weights(1)) for _ in range(1 if stacked else members)]
+    variables = [v for pair in nets for w in pair for v in w]
+    x = tf.constant(rng.normal(size=(axis, batch, features)).astype("float32"))
+    u = tf.constant(rng.normal(size=(axis, batch, features)).astype("float32"))
+
+    @tf.function(jit_compile=True)
+    def step():
+        with tf.GradientTape() as tape:
+            loss = 0.0
+            for cholesky, potential in nets:
+                y, ty, g = jet(cholesky, x, u)
+                v, _, gv = jet(potential, x, u)
+                loss += tf.reduce_mean(y * y) + tf.reduce_mean(ty * ty) + tf.reduce_mean((g - gv) ** 2)
+                loss += tf.reduce_mean(v * v)
+        for var, grad in zip(variables, tape.gradient(loss, variables)):
+            var.assign_sub(1e-6 * grad)
+        return loss
+
+    return lambda: step().numpy()
+
+
+def section_member_axis(args, results):
+    """Would members as a batch axis meet the 2x? The network work alone, looped and stacked, at batch 1024.
+
+    At batch 1024 the step is arithmetic: five members are five times the
+    matrix products whatever their layout. This times the products of the
+    default network's train step (``_network_step``) for one member, five
+    looped in one graph and five stacked on a weight axis, beside the
+    machine's float32 rate of one and of five stacked ``1024 x 128 x 128``
+    products (a stacked product gains only what one product leaves of the
+    two cores).
+    """
+    import tensorflow as tf
+
+    calls = {
+        "one member": _network_step(1, stacked=False),
+        f"K={K} looped": _network_step(K, stacked=False),
+        f"K={K} stacked": _network_step(K, stacked=True),
+    }
+    for call in calls.values():
+        for _ in range(5):  # trace, compile, warm
+            call()
+    median = _round_robin(calls, args.rounds)
+    rates = {}
+    for name, shape in (("one 1024x128 @ 128x128", (1,)), (f"{K} stacked", (K,))):
+        a = tf.constant(np.random.default_rng(1).normal(size=(*shape, 1024, 128)).astype("float32"))
+        b = tf.constant(np.random.default_rng(2).normal(size=(*shape, 128, 128)).astype("float32"))
+        product = tf.function(lambda a=a, b=b: tf.matmul(a, b), jit_compile=True)
+        for _ in range(5):
+            product().numpy()
+        seconds = _round_robin({name: lambda: product().numpy()}, 20 * args.rounds)[name]
+        rates[name] = 2 * shape[0] * 1024 * 128 * 128 / seconds / 1e9
+    one = median["one member"]
+    print("\nthe default network's train-step products alone (batch 1024, XLA), members looped or stacked")
+    print(f"{'layout':<16s} {'ms':>8s} {'ratio':>7s}")
+    for name, seconds in median.items():
+        print(f"{name:<16s} {1e3 * seconds:>8.2f} {seconds / one:>7.2f}")
+        results[f"network products {name}"] = {"ms": 1e3 * seconds, "ratio": seconds / one}
+    print("float32 matrix-product rate: " + ", ".join(f"{k} {v:.1f} GFLOP/s" for k, v in rates.items()))
+    results["matmul GFLOP/s"] = rates
 
 
 # ----------------------------------------------------------------------------- accuracy
