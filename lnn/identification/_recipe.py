@@ -26,11 +26,11 @@ DEFAULT_FRICTION = "viscous+coulomb+network"
 #: Whether ``identify(..., ensemble=K)`` trains the residual Lagrangian when not told
 #: (``residual_lagrangian=None``; with learned forces). Measured on the DFKI pendulum with the URDF
 #: prior, K = 5, 2 cores (``identify(train, prior=robot, time_limit=120, ensemble=5)``): the five
-#: members' nested tapes took
-#: 110 s to trace and train their first epoch of the 33 000 samples (the forces alone: 5 s an epoch), and their
-#: compiled predictions another 40 s to trace for the calibration; with half of a 120 s budget the stage
-#: trained one epoch (validation torque MSE 0.0250 / 0.0107 against the forces' 0.0177 / 0.0091 after 17
-#: epochs) and the call took 273 s; with half of 240 s it was never the chosen stage either.
+#: members' nested tapes took 110 s to trace and train their first epoch of the 33 000 samples (the
+#: forces alone: 5 s an epoch), and their compiled predictions another 40 s to trace for the
+#: calibration; with half of a 120 s budget the stage trained one epoch (validation torque MSE
+#: 0.0250 / 0.0107 against the forces' 0.0177 / 0.0091 after 17 epochs) and the call took 273 s;
+#: with half of 240 s it was never the chosen stage either.
 ENSEMBLE_LAGRANGIAN = False
 #: How torque offsets are modelled (``offsets=``).
 OFFSETS = ("auto", "recording", "constant", None)

@@ -55,7 +55,8 @@ __all__ = [
     "weighted",
 ]
 
-#: Fewer training trajectories than this: the bootstrap resamples this many contiguous blocks instead.
+#: Fewer training trajectories than this: the bootstrap resamples this many contiguous blocks instead;
+#: fewer validation trajectories than this: the out-of-bag samples join the calibration (:func:`calibrate`).
 MIN_UNITS = 10
 #: At most this many training samples calibrate an ensemble out of bag (every k-th one): neighbouring
 #: samples of a log share a derivative window (101 samples on the DFKI logs) and those of a simulated
