@@ -101,7 +101,8 @@ def register(subparsers) -> None:
         default=None,
         metavar="K",
         help="train an ensemble of K members in one step (lnn.Ensemble: bootstrapped trajectories, "
-        "intervals calibrated on the validation data)",
+        "intervals calibrated on the validation data, and on the training samples out of each member's bag "
+        "when those are fewer than 10 trajectories)",
     )
     p.add_argument(
         "--loss",
