@@ -68,10 +68,14 @@ def _model(friction, kind="structured", **options):
     return model
 
 
-def _scale_up_network(model, seed, scale=2.0):
-    """Random weights for the friction network, scaled up so that the force matters."""
+#: The learned friction networks and the model attribute holding each one's layer.
+NETWORK_FORCES = {"network": "friction_net", "joint_network": "joint_friction_net"}
+
+
+def _scale_up_network(model, seed, scale=2.0, force="network"):
+    """Random weights for a friction network, scaled up so that the force matters."""
     rng = np.random.default_rng(seed)
-    for var in model.friction_net.weights:
+    for var in getattr(model, NETWORK_FORCES[force]).weights:
         var.assign(scale * rng.normal(size=var.shape))
 
 
@@ -212,7 +216,7 @@ def test_linear_forces_give_least_squares_their_columns():
 WIDE_STATES = 100_000
 
 
-def _network_model(kind, seed=0, scale=2.0, **options):
+def _network_model(kind, seed=0, scale=2.0, force="network", **options):
     n = 2
     if kind == "rigid-body":
         arm = simulations.PlanarArm(masses=(1.2, 0.6), lengths=(0.9, 0.7))
@@ -224,7 +228,7 @@ def _network_model(kind, seed=0, scale=2.0, **options):
         kind=kind,
         hidden=(8, 8),
         angular=True,
-        friction="viscous+coulomb+network",
+        friction=f"viscous+coulomb+{force}",
         damping=True,
         dtype="float64",
         seed=seed,
@@ -234,18 +238,19 @@ def _network_model(kind, seed=0, scale=2.0, **options):
     model.adapt(
         np.random.default_rng(seed).normal(size=(100, n)), np.random.default_rng(seed + 1).normal(size=(100, n))
     )
-    _scale_up_network(model, seed + 2, scale)
+    _scale_up_network(model, seed + 2, scale, force)
     return model
 
 
+@pytest.mark.parametrize("force", list(NETWORK_FORCES))
 @pytest.mark.parametrize("kind", ["structured", "kinetic-potential", "black-box", "rigid-body"])
-def test_the_network_force_is_passive_at_every_state_of_a_wide_sample(kind):
-    model = _network_model(kind)
+def test_the_network_force_is_passive_at_every_state_of_a_wide_sample(kind, force):
+    model = _network_model(kind, force=force)
     rng = np.random.default_rng(6)
     scale = 10.0 * np.asarray(model.qd_std)  # 10x the data scale, and some states near rest
     q = rng.uniform(-2 * np.pi, 2 * np.pi, (WIDE_STATES, 2))
     qd = rng.uniform(-1.0, 1.0, (WIDE_STATES, 2)) * scale * 10.0 ** rng.uniform(-6, 0, (WIDE_STATES, 1))
-    network = next(term for term in model.forces if term.name == "network")
+    network = next(term for term in model.forces if term.name == force)
     f_tf = network.force(tf.constant(q), tf.constant(qd)).numpy()
     f_np = network.numpy(np.float64).force(q, qd)
     total = -model.friction(qd, q=q).numpy()
@@ -257,21 +262,23 @@ def test_the_network_force_is_passive_at_every_state_of_a_wide_sample(kind):
     np.testing.assert_allclose(f_np, f_tf, rtol=1e-12, atol=1e-13)
 
 
-def test_the_network_force_starts_near_zero():
+@pytest.mark.parametrize("force", list(NETWORK_FORCES))
+def test_the_network_force_starts_near_zero(force):
     model = lnn.LagrangianNetwork(
-        2, friction="viscous+coulomb+network", hidden=(8,), angular=True, dtype="float64", seed=3, xla=False
+        2, friction=f"viscous+coulomb+{force}", hidden=(8,), angular=True, dtype="float64", seed=3, xla=False
     )
     rng = np.random.default_rng(7)
     q, qd = rng.normal(0.0, 3.0, (2, 500, 2))
-    network = next(term for term in model.forces if term.name == "network")
+    network = next(term for term in model.forces if term.name == force)
     f = network.force(tf.constant(q), tf.constant(qd)).numpy()
     assert np.abs(f).max() <= 1.0001e-3
     np.testing.assert_allclose(network.level(tf.constant(q), tf.constant(qd)).numpy(), 1e-3, rtol=1e-9)
 
 
+@pytest.mark.parametrize("force", list(NETWORK_FORCES))
 @pytest.mark.parametrize("kind", ["structured", "rigid-body"])
-def test_the_network_force_and_its_numpy_twin_agree_in_the_models_dynamics(kind):
-    model = _network_model(kind, seed=1)
+def test_the_network_force_and_its_numpy_twin_agree_in_the_models_dynamics(kind, force):
+    model = _network_model(kind, seed=1, force=force)
     rng = np.random.default_rng(8)
     q, qd, qdd = rng.normal(size=(3, 11, 2))
     tau = model.inverse_dynamics(q, qd, qdd).numpy()
@@ -287,19 +294,44 @@ def test_the_network_force_and_its_numpy_twin_agree_in_the_models_dynamics(kind)
         + model.friction(qd, q=q).numpy()
     )
     np.testing.assert_allclose(parts, tau, rtol=1e-10, atol=1e-10)
-    with pytest.raises(ValueError, match="'network' of this model depend on q"):
+    with pytest.raises(ValueError, match=f"'{force}' of this model depend on q"):
         model.friction(qd)
     balance = model.power_balance(q, qd, tau)
     np.testing.assert_allclose(balance.residual, 0.0, atol=1e-8)
 
 
-def test_the_network_force_gradients_match_finite_differences():
-    model = _network_model("structured", seed=2)
-    network = next(term for term in model.forces if term.name == "network")
+def test_the_joint_network_force_of_a_joint_depends_on_that_joints_state_alone():
+    model = _network_model("structured", seed=7, force="joint_network")
+    joint = next(term for term in model.forces if term.name == "joint_network")
+    rng = np.random.default_rng(13)
+    q, qd = rng.normal(size=(2, 64, 2))
+    f = joint.force(tf.constant(q), tf.constant(qd)).numpy()
+    for j in range(2):
+        other = 1 - j
+        q_moved, qd_moved = q.copy(), qd.copy()
+        q_moved[:, other] += rng.normal(size=64)
+        qd_moved[:, other] *= -3.0
+        moved = joint.force(tf.constant(q_moved), tf.constant(qd_moved)).numpy()
+        np.testing.assert_array_equal(moved[:, j], f[:, j])  # joint j feels nothing of the other joint
+        assert np.abs(moved[:, other] - f[:, other]).max() > 1e-3  # but the other joint does
+    # and a linear (not angular) coordinate enters through its scaled value
+    linear = lnn.LagrangianNetwork(2, friction="joint_network", hidden=(8,), angular=False, dtype="float64", seed=1)
+    linear.adapt(rng.normal(size=(100, 2)), rng.normal(size=(100, 2)))
+    _scale_up_network(linear, 3, force="joint_network")
+    term = next(term for term in linear.forces if term.name == "joint_network")
+    np.testing.assert_allclose(
+        term.numpy(np.float64).force(q, qd), term.force(tf.constant(q), tf.constant(qd)).numpy(), rtol=1e-12
+    )
+
+
+@pytest.mark.parametrize("force", list(NETWORK_FORCES))
+def test_the_network_force_gradients_match_finite_differences(force):
+    model = _network_model("structured", seed=2, force=force)
+    network = next(term for term in model.forces if term.name == force)
     rng = np.random.default_rng(9)
     q, qd, w = rng.normal(size=(3, 5, 2))
     q, qd, w = (tf.constant(x) for x in (q, qd, w))
-    variables = model.friction_net.trainable_weights
+    variables = getattr(model, NETWORK_FORCES[force]).trainable_weights
 
     def objective(q, qd):
         return tf.reduce_sum(w * network.force(q, qd))
@@ -326,8 +358,9 @@ def test_the_network_force_gradients_match_finite_differences():
         np.testing.assert_allclose(np.sum(grad.numpy() * u), (plus - minus) / (2 * h), rtol=1e-6, atol=1e-8)
 
 
-def test_the_network_force_trains_under_xla_as_in_graph_mode():
-    model = _network_model("structured", seed=3)
+@pytest.mark.parametrize("force", list(NETWORK_FORCES))
+def test_the_network_force_trains_under_xla_as_in_graph_mode(force):
+    model = _network_model("structured", seed=3, force=force)
     rng = np.random.default_rng(10)
     q, qd, tau = (tf.constant(x) for x in rng.normal(size=(3, 16, 2)))
 
@@ -342,16 +375,18 @@ def test_the_network_force_trains_under_xla_as_in_graph_mode():
     for a, b in zip(xla_grads, graph_grads):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-8, atol=1e-12)
     names = [v.path for v, g in zip(model.trainable_variables, graph_grads) if g is not None]
-    assert any(name.startswith("friction_network/") for name in names)
+    layer = {"network": "friction_network/", "joint_network": "joint_friction_network/"}[force]
+    assert any(name.startswith(layer) for name in names)
 
 
-def test_the_network_force_saves_and_loads_bit_for_bit(tmp_path):
-    model = _network_model("structured", seed=4)
+@pytest.mark.parametrize("force", list(NETWORK_FORCES))
+def test_the_network_force_saves_and_loads_bit_for_bit(tmp_path, force):
+    model = _network_model("structured", seed=4, force=force)
     rng = np.random.default_rng(11)
     q, qd, qdd = rng.normal(size=(3, 7, 2))
     model.save(tmp_path / "network.keras")
     loaded = lnn.load_model(tmp_path / "network.keras")
-    assert loaded.friction_terms == "viscous+coulomb+network" and loaded.damping
+    assert loaded.friction_terms == f"viscous+coulomb+{force}" and loaded.damping
     np.testing.assert_array_equal(loaded.friction(qd, q=q).numpy(), model.friction(qd, q=q).numpy())
     np.testing.assert_array_equal(
         loaded.inverse_dynamics(q, qd, qdd).numpy(), model.inverse_dynamics(q, qd, qdd).numpy()
@@ -379,9 +414,11 @@ def test_verlet_carries_every_learned_force():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["structured", "kinetic-potential"])
-def test_unforced_rollouts_with_the_network_force_never_gain_energy(kind):
-    model = _network_model(kind, seed=6)
+@pytest.mark.parametrize(
+    ("kind", "force"), [("structured", "network"), ("kinetic-potential", "network"), ("structured", "joint_network")]
+)
+def test_unforced_rollouts_with_the_network_force_never_gain_energy(kind, force):
+    model = _network_model(kind, seed=6, force=force)
     rng = np.random.default_rng(12)
     q0 = rng.uniform(-np.pi, np.pi, (4, 2))
     qd0 = rng.normal(0.0, 2.0, (4, 2))

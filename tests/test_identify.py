@@ -79,7 +79,7 @@ def test_cli_identify_without_a_prior_writes_a_model_and_never_overwrites(data, 
     printed = capsys.readouterr().out
     assert "network" in printed and out.exists()
     loaded = lnn.load_model(out)
-    assert loaded.friction_terms == "viscous+coulomb+offset+network"  # the default forces and offsets
+    assert loaded.friction_terms == "viscous+coulomb+offset+joint_network"  # the default forces and offsets
     assert main(["identify", str(path), "-o", str(out), "--time-limit", "6"]) != 0
     assert "refusing to overwrite" in capsys.readouterr().err
 

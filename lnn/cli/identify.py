@@ -26,7 +26,8 @@ def register(subparsers) -> None:
         description="The package's recipe for robots (lnn.identify): with --urdf, identify every "
         "body's inertial parameters, the joints' friction and the torque offsets by least squares "
         "(regularised towards the URDF as much as held-out data asks, kept physical), "
-        "then learn a residual Lagrangian network and a passive friction network; without it, train a "
+        "then learn a residual Lagrangian network and a passive friction network of each joint's state; "
+        "without it, train a "
         "structured Lagrangian network with friction. The stage with the lowest validation "
         "torque error is written.",
     )
@@ -49,7 +50,7 @@ def register(subparsers) -> None:
         "--friction",
         default=DEFAULT_FRICTION,
         metavar="TERMS",
-        help="forces joined by '+' (viscous, coulomb, network, damping, any registered force) or 'none' "
+        help="forces joined by '+' (viscous, coulomb, joint_network, network, damping, any registered force) or 'none' "
         f"(default: {DEFAULT_FRICTION}); the linear ones are fitted by least squares, the others learned",
     )
     parser.add_argument(

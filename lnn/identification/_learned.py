@@ -3,9 +3,10 @@
 **Residual** (with a prior): a ``"rigid-body"`` :class:`lnn.LagrangianNetwork`
 started at the physical linear stage (its bodies, armature, linear force
 coefficients and constant offset), with the learned forces named in
-``friction=`` that no linear fit can take (the passive friction network
-``"network"`` of :mod:`lnn.models.forces`: Stribeck, asymmetric and
-position-dependent friction, which dissipates by construction) and, on
+``friction=`` that no linear fit can take (by default the passive friction
+of each joint's own state ``"joint_network"`` of :mod:`lnn.models.forces`:
+Stribeck, asymmetric and position-dependent friction, which dissipates by
+construction) and, on
 request, a structured residual Lagrangian (``T_r = 1/2 |C(q)^T qd|^2``,
 ``V_r(q)``, both starting near zero), trained on the torques by
 :func:`lnn.fit` (torque loss, its best validation epoch kept). The residual

@@ -21,8 +21,12 @@ __all__ = ["DEFAULT_FRICTION", "DEFAULT_TIME", "OFFSETS", "identify"]
 #: Time budget (s) of the trained stages when ``time_limit`` is None.
 DEFAULT_TIME = 120.0
 #: The forces of ``identify``'s default: the linear viscous and Coulomb terms (least squares fits them),
-#: and the passive friction network that the residual stage learns beside the residual Lagrangian.
-DEFAULT_FRICTION = "viscous+coulomb+network"
+#: and the passive friction of each joint's own state (``joint_network``) that the residual stage learns.
+#: Measured against the ``network`` of the whole state (``benchmarks/bench_real.py``, 240 s, 2026-12-03):
+#: on the simulated Panda its residual stage took the held-out torque MSE to 0.0139 (0.66x least squares;
+#: ``network``: 0.0281, worse than the rigid body's 0.0197: it explained 7 short logs with the other
+#: joints' states); on the DFKI pendulum identify reached 0.0219 (``network``: 0.0230).
+DEFAULT_FRICTION = "viscous+coulomb+joint_network"
 #: Whether ``identify(..., ensemble=K)`` trains the residual Lagrangian when not told
 #: (``residual_lagrangian=None``; with learned forces). Measured on the DFKI pendulum with the URDF
 #: prior, K = 5, 2 cores (``identify(train, prior=robot, time_limit=120, ensemble=5)``): the five
@@ -90,7 +94,8 @@ def identify(
         Forces of :mod:`lnn.models.forces` joined by ``+``: the linear ones
         (``"viscous"``, ``"coulomb"``, any registered ``LinearForce``) are
         fitted by least squares with the rigid body; the others
-        (``"network"``, ``"damping"``) are learned by the residual stage.
+        (``"joint_network"``, ``"network"``, ``"damping"``) are learned by
+        the residual stage.
     offsets : {"auto", "recording", "constant", None}
         Torque offsets (a sensor's bias): ``"recording"``, a constant offset
         per joint in the model and a deviation of it per recording fitted as a

@@ -140,8 +140,9 @@ class LagrangianNetwork(keras.Model):
         tanh(qd / v0)``, ``b, c >= 0``), ``"viscous"``, ``"coulomb"``,
         ``"offset"`` (a constant torque bias ``-o``), ``"network"`` (a
         learned passive friction ``-g(q, qd) tanh(qd / v0)``, ``g >= 0``:
-        Stribeck, asymmetric, position-dependent), ``"damping"``, or None
-        (default).
+        Stribeck, asymmetric, position-dependent), ``"joint_network"`` (the
+        same with each joint's level a function of its own ``q_j, qd_j``
+        only: one small MLP per joint), ``"damping"``, or None (default).
     friction_velocity : float
         The smoothing velocity ``v0 > 0`` of the Coulomb and network terms (rad/s or m/s).
     convex : bool
