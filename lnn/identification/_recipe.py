@@ -23,7 +23,7 @@ DEFAULT_TIME = 120.0
 #: The forces of ``identify``'s default: the linear viscous and Coulomb terms (least squares fits them),
 #: and the passive friction of each joint's own state (``joint_network``) that the residual stage learns.
 #: Measured against the ``network`` of the whole state (``benchmarks/bench_real.py``, 240 s, 2026-12-03):
-#: on the simulated Panda its residual stage took the held-out torque MSE to 0.0139 (0.66x least squares;
+#: on the simulated Panda its residual stage took the held-out torque MSE to 0.0139 (0.65x least squares;
 #: ``network``: 0.0281, worse than the rigid body's 0.0197: it explained 7 short logs with the other
 #: joints' states); on the DFKI pendulum identify reached 0.0219 (``network``: 0.0230).
 DEFAULT_FRICTION = "viscous+coulomb+joint_network"
