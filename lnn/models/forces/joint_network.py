@@ -37,7 +37,8 @@ import numpy as np
 import tensorflow as tf
 
 from lnn.models.activations import ACTIVATIONS
-from lnn.models.forces.base import Force, NumpyForce, register_force, softplus_inverse
+from lnn.models.forces.base import register_force, softplus_inverse
+from lnn.models.forces.network import NumpyPassiveFriction, PassiveFriction, derived_seed
 
 #: Hidden widths of each joint's MLP.
 HIDDEN = (16, 16)
@@ -131,7 +132,7 @@ class JointMLP(keras.layers.Layer):
         return config
 
 
-class NumpyJointFriction(NumpyForce):
+class NumpyJointFriction(NumpyPassiveFriction):
     """The numpy twin of :class:`JointNetworkFriction` (a snapshot of its weights and of the input scaling)."""
 
     def __init__(self, weights, inputs, q_mean, q_std, qd_std, velocity: float, activation: str, dtype) -> None:
@@ -156,23 +157,21 @@ class NumpyJointFriction(NumpyForce):
             h = act(np.einsum("bni,nih->bnh", h, kernel) + bias, True, False)[0]
         return np.logaddexp(0.0, np.einsum("bnh,nh->bn", h, self.w_out) + self.b_out)
 
-    def force(self, q, qd):
-        """``-g * tanh(qd / v0)``."""
-        return -self.level(q, qd) * np.tanh(qd / self.velocity)
-
 
 @register_force
-class JointNetworkFriction(Force):
+class JointNetworkFriction(PassiveFriction):
     """``-g_j(q_j, qd_j) * tanh(qd_j / v0)`` with ``g_j = softplus(MLP_j)`` per joint: passive at every state."""
 
     name = "joint_network"
-    needs_q = True
 
     def __init__(self, model) -> None:
         super().__init__(model)
-        seed = None if model.seed is None else int(np.random.SeedSequence([int(model.seed), 2]).generate_state(1)[0])
         model.joint_friction_net = JointMLP(
-            model.n_dof, activation=model.activation_name, seed=seed, name="joint_friction_network", dtype=model.dtype
+            model.n_dof,
+            activation=model.activation_name,
+            seed=derived_seed(model, 2),
+            name="joint_friction_network",
+            dtype=model.dtype,
         )
         self._gather = joint_features(model.input_map).astype(model.dtype)
 
@@ -182,10 +181,6 @@ class JointNetworkFriction(Force):
         position = tf.reshape(tf.matmul(model.features(q).x, self._gather), (-1, model.n_dof, 2))
         rate = (qd / tf.convert_to_tensor(model.qd_std))[..., None]
         return tf.math.softplus(model.joint_friction_net.forward(tf.concat([position, rate], axis=-1)))
-
-    def force(self, q, qd):
-        """``-g(q, qd) * tanh(qd / v0)``."""
-        return -self.level(q, qd) * tf.tanh(qd / self.model.friction_velocity)
 
     def numpy(self, dtype):
         """:class:`NumpyJointFriction` of the current weights and input scaling."""

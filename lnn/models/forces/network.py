@@ -44,7 +44,46 @@ HIDDEN = (32, 32)
 INITIAL = 1e-3
 
 
-class NumpyNetworkFriction(NumpyForce):
+def derived_seed(model, stream: int) -> int | None:
+    """A seed for a force's weights drawn from the model's ``seed`` (None stays None) and the force's ``stream``."""
+    return None if model.seed is None else int(np.random.SeedSequence([int(model.seed), stream]).generate_state(1)[0])
+
+
+class NumpyPassiveFriction(NumpyForce):
+    """A numpy force ``-g(q, qd) * tanh(qd / v0)`` of a level ``g >= 0``: passive at every state.
+
+    A subclass gives :meth:`level` and sets ``velocity`` (``v0``).
+    """
+
+    velocity: float
+
+    def level(self, q, qd):
+        """The friction levels ``g >= 0``, shape ``(B, n)``."""
+        raise NotImplementedError
+
+    def force(self, q, qd):
+        """``-g * tanh(qd / v0)``."""
+        return -self.level(q, qd) * np.tanh(qd / self.velocity)
+
+
+class PassiveFriction(Force):
+    """``-g(q, qd) * tanh(qd / v0)`` of a level ``g >= 0``: passive at every state (``v0`` the model's).
+
+    A subclass gives :meth:`level` (a tensor ``(B, n)``).
+    """
+
+    needs_q = True
+
+    def level(self, q, qd):
+        """The friction levels ``g >= 0``, a tensor of shape ``(B, n)``."""
+        raise NotImplementedError
+
+    def force(self, q, qd):
+        """``-g(q, qd) * tanh(qd / v0)``."""
+        return -self.level(q, qd) * tf.tanh(qd / self.model.friction_velocity)
+
+
+class NumpyNetworkFriction(NumpyPassiveFriction):
     """The numpy twin of :class:`NetworkFriction` (a snapshot of its weights and of the input scaling).
 
     Parameters
@@ -64,22 +103,17 @@ class NumpyNetworkFriction(NumpyForce):
         y, _, _ = self.net.forward(self.inputs.basis_np(q)[0], qd, curvature=False)
         return np.logaddexp(0.0, y)
 
-    def force(self, q, qd):
-        """``-g * tanh(qd / v0)``."""
-        return -self.level(q, qd) * np.tanh(qd / self.velocity)
-
 
 @register_force
-class NetworkFriction(Force):
+class NetworkFriction(PassiveFriction):
     """``-g(q, qd) * tanh(qd / v0)`` with ``g = softplus(MLP)`` per joint: passive at every state."""
 
     name = "network"
-    needs_q = True
 
     def __init__(self, model) -> None:
         super().__init__(model)
         n = model.n_dof
-        seed = None if model.seed is None else int(np.random.SeedSequence([int(model.seed), 1]).generate_state(1)[0])
+        seed = derived_seed(model, 1)
         net = MLP(
             model.input_map.n_features,
             n,
@@ -101,10 +135,6 @@ class NetworkFriction(Force):
         model = self.model
         y = model.friction_net.forward(model.features(q).x, qd / tf.convert_to_tensor(model.qd_std))
         return tf.math.softplus(y)
-
-    def force(self, q, qd):
-        """``-g(q, qd) * tanh(qd / v0)``."""
-        return -self.level(q, qd) * tf.tanh(qd / self.model.friction_velocity)
 
     def numpy(self, dtype):
         """:class:`NumpyNetworkFriction` of the current weights and input scaling."""
