@@ -133,7 +133,22 @@ class JointMLP(keras.layers.Layer):
 
 
 class NumpyJointFriction(NumpyPassiveFriction):
-    """The numpy twin of :class:`JointNetworkFriction` (a snapshot of its weights and of the input scaling)."""
+    """The numpy twin of :class:`JointNetworkFriction` (a snapshot of its weights and of the input scaling).
+
+    Parameters
+    ----------
+    weights : tuple
+        :meth:`JointMLP.arrays`: kernels ``(n, fan_in, fan_out)``, biases
+        ``(n, fan_out)``, output kernel ``(n, H)`` and bias ``(n,)``.
+    inputs : lnn.models.features.InputMap
+    q_mean, q_std, qd_std : numpy.ndarray, shape ``(n,)``
+        The model's input scaling.
+    velocity : float
+        ``v0``.
+    activation : str
+        A key of :data:`lnn.models.activations.ACTIVATIONS`.
+    dtype : numpy dtype of the snapshot
+    """
 
     def __init__(self, weights, inputs, q_mean, q_std, qd_std, velocity: float, activation: str, dtype) -> None:
         kernels, biases, w_out, b_out = weights
