@@ -323,10 +323,12 @@ def least_squares_baseline(logs: PandaLogs) -> dict[str, np.ndarray]:
     Least squares is ``lnn.baseline.least_squares(train, nominal, friction="viscous+coulomb")``
     (the base parameters of the URDF's chain, viscous + Coulomb + offset per
     joint), plain and physically consistent, with the truth's smoothing
-    velocity (the same friction columns) and with ``lnn``'s default 0.01 rad/s.
-    The truth's own MSE on the test logs is the floor no model passes: the
-    noise, the test recordings' biases (unknowable from the training logs)
-    and the error of the estimated derivatives.
+    velocity (the same friction columns) and with ``lnn``'s default 0.01 rad/s;
+    then least squares on the torques less the true friction (train and test),
+    what a perfect friction model would leave to the rigid body. The truth's
+    own MSE on the test logs is the floor no model passes: the noise, the
+    test recordings' biases (unknowable from the training logs) and the error
+    of the estimated derivatives.
 
     Returns
     -------
@@ -345,6 +347,14 @@ def least_squares_baseline(logs: PandaLogs) -> dict[str, np.ndarray]:
             logs.train, logs.nominal, friction="viscous+coulomb", friction_velocity=velocity, physical=physical
         )
         out[label] = torque_mse(fit, logs.test)
+
+    # the bound of a perfect friction model: least squares on the torques less the true friction
+    def frictionless(data):
+        true = logs.truth.friction.torque(np.asarray(data.qd), q=np.asarray(data.q))
+        return dataclasses.replace(data, tau=np.asarray(data.tau) - true)
+
+    fit = least_squares(frictionless(logs.train), logs.nominal, friction="viscous+coulomb", friction_velocity=v0)
+    out["least squares on the torques less the true friction"] = torque_mse(fit, frictionless(logs.test))
     out["the truth (floor)"] = torque_mse(logs.truth, logs.test)
     out["its noise + test biases^2"] = TORQUE_NOISE**2 + np.mean(logs.biases[len(logs.train_files) :] ** 2, axis=0)
     return out
