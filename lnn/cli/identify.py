@@ -19,6 +19,7 @@ from lnn.cli._common import check_output
 def register(subparsers) -> None:
     """Add the ``identify`` verb."""
     from lnn.identification import DEFAULT_FRICTION
+    from lnn.models.forces import force_names
 
     parser = subparsers.add_parser(
         "identify",
@@ -50,7 +51,7 @@ def register(subparsers) -> None:
         "--friction",
         default=DEFAULT_FRICTION,
         metavar="TERMS",
-        help="forces joined by '+' (viscous, coulomb, joint_network, network, damping, any registered force) or 'none' "
+        help=f"forces joined by '+' (registered: {', '.join(force_names())}) or 'none' "
         f"(default: {DEFAULT_FRICTION}); the linear ones are fitted by least squares, the others learned",
     )
     parser.add_argument(
