@@ -134,7 +134,9 @@ def test_bad_priors_are_refused_clearly():
         lnn.LagrangianNetwork(2, kind="rigid-body")
     with pytest.raises(ValueError, match="prior has 2 joints"):
         lnn.LagrangianNetwork(3, kind="rigid-body", prior=simulations.PlanarArm())
-    with pytest.raises(ValueError, match="apply to kind 'rigid-body' only"):
+    with pytest.raises(ValueError, match="prior= applies to kind 'rigid-body' only"):
         lnn.LagrangianNetwork(2, kind="kinetic-potential", prior=simulations.PlanarArm())
+    with pytest.raises(ValueError, match="residual= applies to kind 'rigid-body' or 'trigonometric' only"):
+        lnn.LagrangianNetwork(2, kind="structured", residual=True)
     with pytest.raises(TypeError, match="rigid-body prior must be"):
         lnn.LagrangianNetwork(2, kind="rigid-body", prior=object())

@@ -106,7 +106,10 @@ class Kind:
         Whether the torque loss alone trains this kind on forced data; False
         adds the acceleration term to the default loss (:func:`lnn.train.default_loss`).
     takes_prior : bool
-        Whether the kind is built from a ``prior=`` (and accepts ``residual=``).
+        Whether the kind is built from a ``prior=``.
+    takes_residual : bool
+        Whether the kind accepts ``residual=True`` (a residual Lagrangian,
+        :class:`lnn.models.residual.ResidualLagrangian`); by default, the kinds that take a prior.
     """
 
     name: ClassVar[str] = ""
@@ -117,6 +120,7 @@ class Kind:
     convex: ClassVar[bool] = False
     torque_loss_alone: ClassVar[bool] = True
     takes_prior: ClassVar[bool] = False
+    takes_residual: ClassVar[bool | None] = None
 
     def __init__(self, model) -> None:
         self.model = model

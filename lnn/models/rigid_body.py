@@ -24,7 +24,8 @@ product over the batch tiled ``n`` times, which traces in seconds where a
 ``batch_jacobian`` of the chain's graph took minutes), and the other terms of
 the Euler-Lagrange equations as in :mod:`lnn.mechanics`.
 
-With ``residual=True`` a structured residual Lagrangian joins it:
+With ``residual=True`` a structured residual Lagrangian
+(:class:`lnn.models.residual.ResidualLagrangian`) joins it:
 ``T_r = 1/2 |C(q)^T qd|^2`` (``C`` a lower-triangular MLP output, so ``M``
 stays positive definite) and ``V_r`` an MLP, both of the usual features
 ``x(q)`` and starting near zero; it learns what the rigid body misses.
@@ -35,17 +36,13 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from lnn import mechanics
 from lnn.models.chain import RigidBodyChain, log_cholesky, standard_parameters
 from lnn.models.forces import softplus_inverse
-from lnn.models.mlp import MLP
 from lnn.models.registry import Kind, Terms, register_kind
-from lnn.models.structured import tril_scatter
+from lnn.models.residual import NETWORKS, ResidualLagrangian
 
 __all__ = ["RigidBody"]
 
-#: The residual networks' last kernels start at this fraction of their usual scale.
-RESIDUAL_INIT = 1e-2
 #: Smallest armature that the softplus parametrisation starts from (exact zeros are not reachable).
 _ARMATURE_FLOOR = 1e-12
 
@@ -66,7 +63,7 @@ class RigidBody(Kind):
     """The rigid-body Lagrangian of a chain (trainable, physical inertias), plus an optional residual."""
 
     name = "rigid-body"
-    networks = ("residual_net", "residual_potential_net")
+    networks = NETWORKS
     mass_depends_on_qd = False
     takes_prior = True
 
@@ -97,24 +94,9 @@ class RigidBody(Kind):
         self._skews = [c(_skew(a)) for a in chain.axes]
         self._skews2 = [c(_skew(a) @ _skew(a)) for a in chain.axes]
         self._gravity = c(chain.gravity)
+        self._residual = None
         if self.residual:
-            common = dict(activation=options["activation"], dtype=dtype)
-            m.residual_net = MLP(
-                n_features, 0, options["hidden"], n * (n + 1) // 2, seed=int(seeds[0]), name="residual", **common
-            )
-            m.residual_potential_net = MLP(
-                n_features,
-                0,
-                options["hidden"],
-                1,
-                seed=int(seeds[1]),
-                name="residual_potential",
-                output_bias=False,
-                **common,
-            )
-            for net in (m.residual_net, m.residual_potential_net):
-                net._raw_kernels[-1].assign(RESIDUAL_INIT * np.asarray(net._raw_kernels[-1]))
-            self._scatter = tril_scatter(n, dtype)
+            self._residual = ResidualLagrangian(m, n_features=n_features, seeds=seeds, options=options)
 
     def nets(self) -> list:
         """The residual networks (none without ``residual=True``)."""
@@ -197,28 +179,7 @@ class RigidBody(Kind):
             mass, h, sigma = J[i, 3, 3], J[i, :3, 3], J[i, :3, :3]
             rot = tf.linalg.trace(sigma) * tf.reduce_sum(w * w, -1) - tf.reduce_sum(w * tf.linalg.matvec(sigma, w), -1)
             t = t + 0.5 * mass * tf.reduce_sum(v * v, -1) + tf.reduce_sum(v * _cross(w, h[None]), -1) + 0.5 * rot
-        return t + self._residual_kinetic(q, qd) if self.residual else t
-
-    # -- the residual Lagrangian -------------------------------------------------------
-    def _residual_factor(self, q):
-        """``C(q)`` of the residual ``T_r = 1/2 |C^T qd|^2``, ``(B, n, n)``."""
-        n = self.model.n_dof
-        raw = self.model.residual_net.forward(self.model.features(q).x)
-        c = tf.linalg.diag(raw[:, :n])  # C C^T is positive semi-definite for any C
-        if n > 1:
-            c = c + tf.reshape(tf.matmul(raw[:, n:], self._scatter), (-1, n, n))
-        return c
-
-    def _residual_mass(self, q):
-        c = self._residual_factor(q)
-        return tf.matmul(c, c, transpose_b=True)
-
-    def _residual_kinetic(self, q, qd):
-        ctq = tf.linalg.matvec(self._residual_factor(q), qd, transpose_a=True)
-        return 0.5 * tf.reduce_sum(ctq * ctq, -1)
-
-    def _residual_potential(self, q):
-        return self.model.residual_potential_net.forward(self.model.features(q).x)[:, 0]
+        return t + self._residual.kinetic(q, qd) if self.residual else t
 
     def potential(self, q):
         """``V = -sum_i g . (m_i p_i + R_i h_i)`` (+ the residual's)."""
@@ -227,7 +188,7 @@ class RigidBody(Kind):
         for i, (R, p, _, _) in enumerate(self._bodies(q)):
             moment = J[i, 3, 3] * p + tf.linalg.matvec(R, J[i, :3, 3])
             v = v - tf.linalg.matvec(moment, self._gravity)
-        return v + self._residual_potential(q) if self.residual else v
+        return v + self._residual.potential(q) if self.residual else v
 
     def _newton_euler(self, q, qd, qdd, *, gravity: bool = True, J=None, armature=None):
         """The rigid body's inverse dynamics ``M qdd + C qd + g`` (recursive Newton-Euler), ``(B, n)``.
@@ -360,13 +321,12 @@ class RigidBody(Kind):
         if mixed:
             mix = gq + self._newton_euler(q, qd, tf.zeros_like(qd))
             if self.residual:
-                residual = mechanics.separable(self._residual_kinetic, self._residual_potential)
-                m_r, gq_r, mix_r = mechanics._dynamics_terms(residual, q, qd, "reverse")
+                m_r, gq_r, mix_r = self._residual.dynamics_terms(q, qd)
                 # The rigid part's mixed term is gq_rigid + bias; gq above includes the residual's.
                 mix = mix - gq_r + mix_r
                 mass = None if mass is None else mass + m_r
         elif hessian and self.residual:
-            mass = mass + self._residual_mass(q)
+            mass = mass + self._residual.mass(q)
         return Terms(value, gq if grad_q else None, gqd, mass, mix)
 
     def inverse_dynamics(self, q, qd, qdd):
@@ -379,20 +339,12 @@ class RigidBody(Kind):
         product of ``dL_r/dqd`` along ``(qd, qdd)``: no Hessian either.
         """
         tau = self._newton_euler(q, qd, qdd)
-        if not self.residual:
-            return tau
-        zero = tf.UnconnectedGradients.ZERO
-        with tf.autodiff.ForwardAccumulator(primals=[q, qd], tangents=[qd, qdd]) as accumulator:
-            with tf.GradientTape() as tape:
-                tape.watch([q, qd])
-                value = self._residual_kinetic(q, qd) - self._residual_potential(q)
-            gq, gqd = tape.gradient(value, [q, qd], unconnected_gradients=zero)
-        return tau + accumulator.jvp(gqd, unconnected_gradients=zero) - gq
+        return tau + self._residual.inverse_dynamics(q, qd, qdd) if self.residual else tau
 
     def mass_matrix(self, q, qd):
         """``M(q)`` (``qd`` unused)."""
         mass = self._rigid_mass(q)
-        return mass + self._residual_mass(q) if self.residual else mass
+        return mass + self._residual.mass(q) if self.residual else mass
 
     def energy(self, q, qd):
         """``E = T + V`` (``T`` is quadratic in ``qd``)."""
