@@ -75,11 +75,12 @@ def test_cli_identify_without_a_prior_writes_a_model_and_never_overwrites(data, 
     path = tmp_path / "data.npz"
     data.save(path)
     out = tmp_path / "model.keras"
-    assert main(["identify", str(path), "-o", str(out), "--time-limit", "6"]) == 0
+    assert main(["identify", str(path), "-o", str(out), "--time-limit", "14"]) == 0
     printed = capsys.readouterr().out
-    assert "network" in printed and out.exists()
+    assert "trigonometric" in printed and "residual" in printed and out.exists()
     loaded = lnn.load_model(out)
-    assert loaded.friction_terms == "viscous+coulomb+offset+joint_network"  # the default forces and offsets
+    assert loaded.kind == "trigonometric"  # no URDF: the trigonometric Lagrangian in the rigid body's place
+    assert loaded.friction_terms.startswith("viscous+coulomb")  # the default linear forces, fitted
     assert main(["identify", str(path), "-o", str(out), "--time-limit", "6"]) != 0
     assert "refusing to overwrite" in capsys.readouterr().err
 

@@ -1,8 +1,9 @@
 """``lnn identify``: learn a robot from a dataset with measured torques (:func:`lnn.identify`).
 
 With ``--urdf`` the robot's URDF is the rigid-body prior (its inertias are
-identified, not trusted); without it a Lagrangian network with friction is
-trained. The dataset's coordinates are the URDF's joints named by
+identified, not trusted); without it a trigonometric Lagrangian (``M(q)``
+and ``V(q)`` linear in their parameters, no kinematics) takes the rigid
+body's place. The dataset's coordinates are the URDF's joints named by
 ``--joints`` (or the dataset's own joint names, e.g. from a ROS bag); the
 URDF's other joints are locked at zero. The verb prints each stage's
 validation torque error and what the rigid body left, and writes the chosen
@@ -28,8 +29,9 @@ def register(subparsers) -> None:
         "body's inertial parameters, the joints' friction and the torque offsets by least squares "
         "(regularised towards the URDF as much as held-out data asks, kept physical), "
         "then learn a residual Lagrangian network and a passive friction network of each joint's state; "
-        "without it, train a "
-        "structured Lagrangian network with friction. The stage with the lowest validation "
+        "without it, fit a trigonometric Lagrangian (mass matrix and potential linear in their "
+        "parameters over products of the joints' cos and sin: no kinematics needed) by the same "
+        "least squares, then the same learned stages. The stage with the lowest validation "
         "torque error is written.",
     )
     parser.add_argument("data", metavar="DATA", help="dataset (.npz, e.g. written by lnn import)")

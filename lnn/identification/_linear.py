@@ -38,6 +38,7 @@ __all__ = [
     "Settings",
     "choose_settings",
     "columns",
+    "fit_bounded",
     "fit_nominal",
     "fit_physical",
 ]
@@ -67,6 +68,13 @@ class Layout:
         A constant torque offset ``o`` per joint.
     recordings : tuple of int
         The recordings that get a deviation ``o_k`` of the offset (empty: none).
+    body_columns : int
+        Parameters of a body (10 standard parameters; a Lagrangian linear in
+        its own parameters, :mod:`lnn.models.trigonometric`, is one "body" of
+        all its parameters).
+    armature : bool
+        An armature block (its ``I_a qdd`` is already in the span of a
+        trigonometric Lagrangian's constant mass).
     """
 
     n: int
@@ -74,17 +82,20 @@ class Layout:
     forces: tuple[str, ...]
     offset: bool
     recordings: tuple[int, ...] = ()
+    body_columns: int = 10
+    armature: bool = True
 
     @property
     def inertial(self) -> int:
-        """Columns of the bodies, ``10 n_bodies``."""
-        return 10 * self.n_bodies
+        """Columns of the bodies, ``body_columns n_bodies``."""
+        return self.body_columns * self.n_bodies
 
     @property
     def blocks(self) -> tuple[str, ...]:
         """The per-joint blocks of the extras, in order."""
         offsets = ("offset",) if self.offset else ()
-        return ("armature", *self.forces, *offsets, *(f"recording {k}" for k in self.recordings))
+        armature = ("armature",) if self.armature else ()
+        return (*armature, *self.forces, *offsets, *(f"recording {k}" for k in self.recordings))
 
     @property
     def size(self) -> int:
@@ -93,7 +104,7 @@ class Layout:
 
     def nonnegative(self) -> np.ndarray:
         """Which extras are ``>= 0`` (the armature and the nonnegative forces), ``(size - inertial,)``."""
-        flags = [True] + [bool(FORCES[name].nonnegative) for name in self.forces]
+        flags = [True] * self.armature + [bool(FORCES[name].nonnegative) for name in self.forces]
         flags += [False] * (len(self.blocks) - len(flags))
         return np.repeat(flags, self.n)
 
@@ -133,8 +144,8 @@ class LinearSolution:
 
     @property
     def bodies(self) -> np.ndarray:
-        """Standard parameters of every body, ``(n_bodies, 10)``."""
-        return self.z[: self.layout.inertial].reshape(-1, 10)
+        """Parameters of every body, ``(n_bodies, body_columns)`` (standard parameters: ``(n_bodies, 10)``)."""
+        return self.z[: self.layout.inertial].reshape(-1, self.layout.body_columns)
 
     def get(self, block: str) -> np.ndarray:
         """The coefficients ``(n,)`` of ``block`` (``"armature"``, a force, ``"offset"``; zeros if absent)."""
@@ -159,7 +170,7 @@ def columns(layout: Layout, bodies: np.ndarray, data, velocity: float) -> np.nda
     """The matrix ``A (N n, size)`` of ``tau = A z`` on ``data`` (``bodies``: its rigid regressor ``(N, n, 10 nb)``)."""
     q, qd, qdd = (np.asarray(getattr(data, k), np.float64) for k in ("q", "qd", "qdd"))
     N, n = q.shape
-    blocks = [qdd] + [FORCES[name].basis(q, qd, velocity=velocity) for name in layout.forces]
+    blocks = [qdd] * layout.armature + [FORCES[name].basis(q, qd, velocity=velocity) for name in layout.forces]
     if layout.offset:
         blocks.append(np.ones_like(q))
     trajectory = np.asarray(data.trajectory)
@@ -250,6 +261,28 @@ def _uses_velocity(layout: Layout, data) -> bool:
 
 def _prior(layout: Layout, prior_bodies) -> np.ndarray:
     return np.concatenate([np.asarray(prior_bodies, np.float64).reshape(-1), np.zeros(layout.size - layout.inertial)])
+
+
+def fit_bounded(layout: Layout, prior_bodies, bodies: np.ndarray, data, settings: Settings) -> LinearSolution:
+    """The ridge solution towards the prior with the nonnegative forces' coefficients ``>= 0`` and no other
+    constraint: the fit of a Lagrangian linear in parameters that have no physical set of their own
+    (:mod:`lnn.models.trigonometric`; the friction stays dissipative)."""
+    from scipy.optimize import lsq_linear
+
+    A = columns(layout, bodies, data, settings.velocity)
+    b = _targets(data)
+    prior = _prior(layout, prior_bodies)
+    lower = np.concatenate([np.full(layout.inertial, -np.inf), np.where(layout.nonnegative(), 0.0, -np.inf)])
+    start = ridge(A, b, prior, settings.weight)
+    if np.all(start >= lower):
+        return LinearSolution(layout, start, settings.velocity, settings)
+    scale = np.linalg.norm(A, axis=0)  # the ridge of :func:`lnn.physical_fit.ridge`, as rows
+    scale = np.maximum(scale, 1e-6 * scale.max())
+    pull = np.sqrt(settings.weight) * scale
+    fit = lsq_linear(
+        np.concatenate([A, np.diag(pull)]), np.concatenate([b, pull * prior]), bounds=(lower, np.inf), method="bvls"
+    )
+    return LinearSolution(layout, fit.x, settings.velocity, settings)
 
 
 def fit_physical(layout: Layout, prior_bodies, bodies: np.ndarray, data, settings: Settings) -> LinearSolution:

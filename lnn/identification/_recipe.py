@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from lnn.identification._report import IdentificationReport, ResidualFindings, S
 from lnn.models.chain import RigidBodyChain
 from lnn.models.forces import FORCES, friction_names
 from lnn.models.network import LagrangianNetwork
+from lnn.models.trigonometric import Basis
 
 __all__ = ["DEFAULT_FRICTION", "DEFAULT_TIME", "OFFSETS", "identify"]
 
@@ -77,8 +79,12 @@ def identify(
        rest of the time budget (:mod:`lnn.identification._learned`);
 
     and returns the stage with the lowest validation torque error. Without a
-    prior, a structured Lagrangian network with the forces is trained. The
-    report says what the rigid body left (:class:`ResidualFindings`: the
+    prior (no URDF: the kinematics unknown) the linear stage is a
+    **trigonometric** Lagrangian (:mod:`lnn.models.trigonometric`: ``M(q)`` and
+    ``V(q)`` linear in their parameters over products of ``cos q_i, sin q_i``,
+    exact for planar chains of revolute joints) fitted by the same least
+    squares, offsets and validation, and the residual stages start from it. The
+    report says what the linear stage left (:class:`ResidualFindings`: the
     shares of its residual that a function of ``qd``, of ``q``, a lag or a
     bias per recording explain), the choices of every stage and the bias of
     every recording.
@@ -115,7 +121,7 @@ def identify(
         (whole recordings when there are at least three, at least one;
         else time blocks of the recordings, a derivative window apart).
     residual : bool
-        With a prior, train the residual stage.
+        Train the residual stages.
     residual_lagrangian : bool, optional
         Whether the residual stage adds a residual Lagrangian to the learned
         forces. None (the default): both are trained, half of the remaining
@@ -156,19 +162,10 @@ def identify(
     split = _split(dataset, validation, seed)
     terms = _Terms.of(friction, offsets)
     note = progress or (lambda message: None)
+    learning = dict(residual=residual, lagrangian=residual_lagrangian, dtype=dtype, members=ensemble)
     if prior is None:
-        network, detail = _learned.train_network(
-            split.train,
-            split.validation,
-            friction=terms.network_friction(),
-            seconds=budget,
-            seed=seed,
-            members=ensemble,
-        )
-        stage = Stage("network", _mse(network, split.validation), time.perf_counter() - start, detail)
-        note(f"network: validation torque MSE {stage.mean_mse:.4g} ({detail})")
-        report = IdentificationReport((stage,), stage.name, split.describe())
-        return IdentifiedModel(network, report, candidates={stage.name: network})
+        remaining = budget - (time.perf_counter() - start)
+        return _without_prior(dataset, split, terms, remaining, seed, learning, note)
     chain = RigidBodyChain.from_system(prior)
     if chain.n_dof != dataset.n_dof:
         raise ValueError(
@@ -176,7 +173,6 @@ def identify(
             f"n = {dataset.n_dof} coordinates (lock the others: simulations.URDFRobot.from_urdf(..., "
             "locked_joints=...), or `lnn identify --joints`)"
         )
-    learning = dict(residual=residual, lagrangian=residual_lagrangian, dtype=dtype, members=ensemble)
     remaining = budget - (time.perf_counter() - start)
     return _with_prior(dataset, split, chain, terms, remaining, seed, learning, note)
 
@@ -203,7 +199,7 @@ def _with_prior(dataset, split, chain, terms, budget, seed, learning: dict, note
 
     t0 = time.perf_counter()
     settings = _linear.choose_settings(
-        terms.layouts(chain, train), prior_bodies, bodies(train), train, held_out, bodies(held_out)
+        terms.layouts(chain.n_dof, train), prior_bodies, bodies(train), train, held_out, bodies(held_out)
     )
     layout, chosen_in = settings.layout, time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -214,7 +210,7 @@ def _with_prior(dataset, split, chain, terms, budget, seed, learning: dict, note
     offsets = "a bias per log" if layout.recordings else ("one offset" if layout.offset else "no offset")
     detail = f"ridge {settings.weight:g}, v0 {settings.velocity:g} rad/s, {offsets} ({settings.how}); refitted to all"
     judge("rigid body", _rigid_model(chain, fitted, terms), chosen_in + time.perf_counter() - t0, detail)
-    final = terms.like(layout, chain, dataset)
+    final = terms.like(layout, dataset)
     everything = _linear.fit_physical(final, prior_bodies, bodies(dataset), dataset, settings)
     models["rigid body"] = _rigid_model(chain, everything, terms)  # judged on the held-out part, fitted to all
     variants = _residual_variants(learning, terms)
@@ -249,6 +245,65 @@ def _with_prior(dataset, split, chain, terms, budget, seed, learning: dict, note
         recording_offsets=everything.recording_offsets(),
     )
     return IdentifiedModel(chosen, report, candidates=models)
+
+
+def _without_prior(dataset, split, terms, budget, seed, learning: dict, note) -> IdentifiedModel:
+    """:func:`identify` without a prior: the trigonometric Lagrangian by least squares in place of the rigid
+    body, then the same residual stages on it (see its docstring)."""
+    start = time.perf_counter()
+    train, held_out = split.train, split.validation
+    basis = Basis.of(train.angular)
+    stages, models = [], {}
+
+    def judge(name, model, seconds, detail):
+        stages.append(Stage(name, _mse(model, held_out), seconds, detail))
+        models[name] = model
+        note(f"{name}: validation torque MSE {stages[-1].mean_mse:.4g} ({detail})")
+
+    t0 = time.perf_counter()
+    regress = {id(d): basis.regressor(d.q, d.qd, d.qdd) for d in (train, held_out, dataset)}
+    zeros = np.zeros((1, basis.n_parameters))
+    shape = dict(n_bodies=1, body_columns=basis.n_parameters, armature=False)
+    layouts = terms.layouts(dataset.n_dof, train, **shape)
+    settings = _linear.choose_settings(layouts, zeros, regress[id(train)], train, held_out, regress[id(held_out)])
+    fitted = _linear.fit_bounded(settings.layout, zeros, regress[id(train)], train, settings)
+    layout = settings.layout
+    offsets = "a bias per log" if layout.recordings else ("one offset" if layout.offset else "no offset")
+    detail = (
+        f"{basis.n_parameters} parameters (products of {basis.order} coordinates' cos, sin), ridge "
+        f"{settings.weight:g}, v0 {settings.velocity:g}, {offsets} ({settings.how}); refitted to all"
+    )
+    judge("trigonometric", _trigonometric_model(fitted, terms, train.angular), time.perf_counter() - t0, detail)
+    everything = _linear.fit_bounded(terms.like(layout, dataset), zeros, regress[id(dataset)], dataset, settings)
+    models["trigonometric"] = _trigonometric_model(everything, terms, train.angular)  # judged, then fitted to all
+    variants = _residual_variants(learning, terms)
+    for k, lagrangian in enumerate(variants):
+        seconds = (budget - (time.perf_counter() - start)) / (len(variants) - k)
+        if seconds <= 5.0:
+            break
+        t0 = time.perf_counter()
+        network, detail = _learned.train_trigonometric_residual(
+            fitted,
+            train,
+            held_out,
+            learned=terms.learned,
+            lagrangian=lagrangian,
+            seconds=seconds,
+            seed=seed,
+            dtype=learning["dtype"],
+            members=learning["members"],
+        )
+        judge("residual Lagrangian" if lagrangian else "residual", network, time.perf_counter() - t0, detail)
+    candidates = [s for s in stages if s.name != "trigonometric"] if learning["members"] else []
+    best = min(candidates or stages, key=lambda s: s.mean_mse)
+    report = IdentificationReport(
+        tuple(stages),
+        best.name,
+        split.describe(),
+        findings=_findings(_trigonometric_model(fitted, terms, train.angular), train),
+        recording_offsets=everything.recording_offsets(),
+    )
+    return IdentifiedModel(models[best.name], report, candidates=models)
 
 
 def _residual_variants(learning: dict, terms) -> tuple[bool, ...]:
@@ -287,24 +342,22 @@ class _Terms:
         names = self.linear + (("offset",) if layout.offset else ()) + (self.learned if learned else ())
         return "+".join(n for n in FORCES if n in names) or None
 
-    def network_friction(self) -> str | None:
-        """The ``friction=`` of the prior-free network: every force, a constant offset unless told none."""
-        names = self.linear + (() if self.offsets == ("none",) else ("offset",)) + self.learned
-        return "+".join(n for n in FORCES if n in names) or None
-
-    def layouts(self, chain, data) -> tuple[_linear.Layout, ...]:
-        """The candidate layouts on ``data`` (a deviation per recording only with at least three of them)."""
+    def layouts(self, n: int, data, *, n_bodies: int | None = None, **shape) -> tuple[_linear.Layout, ...]:
+        """The candidate layouts on ``data`` (a deviation per recording only with at least three of them);
+        ``n_bodies`` (default ``n``) and ``shape`` (``body_columns``, ``armature``) as in :class:`_linear.Layout`."""
         ids = tuple(int(k) for k in np.unique(np.asarray(data.trajectory)))
+        bodies = n if n_bodies is None else n_bodies
         out = []
         for choice in self.offsets:
             recordings = ids if choice == "recording" and len(ids) >= 3 else ()
-            out.append(_linear.Layout(chain.n_dof, chain.n_dof, self.linear, choice != "none", recordings))
+            out.append(_linear.Layout(n, bodies, self.linear, choice != "none", recordings, **shape))
         return tuple(dict.fromkeys(out))
 
-    def like(self, layout: _linear.Layout, chain, data) -> _linear.Layout:
+    @staticmethod
+    def like(layout: _linear.Layout, data) -> _linear.Layout:
         """``layout``'s choice of offsets on other ``data`` (its recordings)."""
         ids = tuple(int(k) for k in np.unique(np.asarray(data.trajectory)))
-        return _linear.Layout(chain.n_dof, chain.n_dof, self.linear, layout.offset, ids if layout.recordings else ())
+        return dataclasses.replace(layout, recordings=ids if layout.recordings else ())
 
 
 def _rigid_model(chain, solution, terms: _Terms) -> LagrangianNetwork:
@@ -319,6 +372,22 @@ def _rigid_model(chain, solution, terms: _Terms) -> LagrangianNetwork:
         dtype="float64",
     )
     model.kind_model.assign(solution.bodies, solution.get("armature"))
+    for term in model.forces:
+        term.assign(solution.get(term.name))
+    return model
+
+
+def _trigonometric_model(solution, terms: _Terms, angular) -> LagrangianNetwork:
+    """A ``"trigonometric"`` network with the solution's parameters, linear forces and constant offset."""
+    model = LagrangianNetwork(
+        solution.layout.n,
+        kind="trigonometric",
+        angular=angular,
+        friction=terms.model(solution.layout, learned=False),
+        friction_velocity=solution.velocity,
+        dtype="float64",
+    )
+    model.kind_model.assign(solution.z[: solution.layout.inertial])
     for term in model.forces:
         term.assign(solution.get(term.name))
     return model

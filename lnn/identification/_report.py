@@ -21,7 +21,8 @@ class Stage:
     Attributes
     ----------
     name : str
-        ``"nominal"``, ``"rigid body"``, ``"residual"``, ``"residual Lagrangian"`` or ``"network"``.
+        ``"nominal"``, ``"rigid body"`` (with a prior) or ``"trigonometric"`` (without),
+        ``"residual"``, ``"residual Lagrangian"``.
     validation_mse : ndarray, shape ``(n,)``
         Held-out torque mean squared error per joint.
     seconds : float
@@ -43,7 +44,8 @@ class Stage:
 
 @dataclasses.dataclass(frozen=True)
 class ResidualFindings:
-    """What the rigid body leaves on the training data, per joint (:func:`lnn.residuals.analyze`).
+    """What the linear stage (the rigid body, or without a prior the trigonometric Lagrangian) leaves on the
+    training data, per joint (:func:`lnn.residuals.analyze`).
 
     Shares are fractions of the residual's variance explained on held-out
     time blocks of the training recordings (about 0 when a term explains
@@ -93,7 +95,7 @@ class ResidualFindings:
 
     def format(self) -> str:
         """One line per joint."""
-        lines = ["what the rigid body leaves (training logs; shares of its variance, held-out blocks):"]
+        lines = ["what the linear stage leaves (training logs; shares of its variance, held-out blocks):"]
         for j in range(self.mse.shape[0]):
             lines.append(
                 f"  joint {j + 1}: MSE {self.mse[j]:.3g}; f(qd) {self.qd_share[j]:.0%}, f(q) {self.q_share[j]:.0%}, "
@@ -122,7 +124,7 @@ class IdentificationReport:
     prior_masses, masses : ndarray or None, shape ``(n,)``
         Body masses of the prior and of the returned rigid body (None without a prior).
     findings : ResidualFindings or None
-        What the rigid body left (None without a prior).
+        What the linear stage (rigid body or trigonometric Lagrangian) left.
     recording_offsets : dict of int to ndarray
         The torque-sensor bias of every training recording beyond the constant
         offset (recording id -> ``(n,)``), fitted as a nuisance and not part of

@@ -15,6 +15,8 @@ module                         holds
 :mod:`~lnn.models.features`    the one input map (``sin/cos`` of angles, affine scaling)
 :mod:`~lnn.models.rigid_body`  the rigid-body prior kind (trainable physical inertias)
 :mod:`~lnn.models.chain`       :class:`RigidBodyChain`, pseudo-inertias, log-Cholesky coordinates
+:mod:`~lnn.models.trigonometric`  a Lagrangian linear in its parameters over a trigonometric
+                               basis (least squares without a prior)
 :mod:`~lnn.models.forces`      the registry of learned forces (damping, viscous, Coulomb, offset,
                                a passive friction network), one module each
 :mod:`~lnn.models.compiled`    compiled calls: graph mode at once, XLA off the caller's path
@@ -33,6 +35,7 @@ from lnn.models import (  # noqa: F401  (register the kinds)
     kinetic_potential,
     rigid_body,  # noqa: F401  (registers "rigid-body")
     structured,
+    trigonometric,  # noqa: F401  (registers "trigonometric")
 )
 from lnn.models.chain import RigidBodyChain
 from lnn.models.ensemble import Ensemble, EnsembleCalibration, EnsemblePrediction

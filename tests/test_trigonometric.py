@@ -1,0 +1,139 @@
+"""Kind "trigonometric": closed forms against the nested tapes and numpy, exactness on planar chains,
+the regressor against the model's own inverse dynamics, saving, and identify without a prior."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lnn
+import simulations
+from lnn import mechanics
+from lnn.models import LagrangianNetwork
+from lnn.models.trigonometric import MAX_PARAMETERS, Basis, basis_order
+
+from conftest import random_states
+
+ANGULAR = (True, False, True)
+
+
+def _model(angular=ANGULAR, *, residual=False, seed=3):
+    """A float64 model with random parameters and a mass matrix that is positive definite on the test states."""
+    model = LagrangianNetwork(
+        len(angular), kind="trigonometric", angular=angular, residual=residual, dtype="float64", seed=seed, xla=False
+    )
+    basis = model.kind_model.basis
+    theta, beta = basis.split(np.random.default_rng(seed).normal(0.0, 0.1, basis.n_parameters))
+    rows, cols = basis.pairs
+    theta[rows == cols, 0] += 4.0  # a dominant constant diagonal
+    model.kind_model.assign(np.concatenate([theta.reshape(-1), beta]))
+    return model
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_closed_form_equals_nested_tapes_and_numpy(residual):
+    """M, qdd, tau and E of the closed form = nested tapes of the kind's energies (= numpy twin), float64."""
+    model = _model(residual=residual)
+    q, qd, tau = random_states(3, 9, 1)
+    lagrangian = model.kind_model.tape_lagrangian()
+    mass = model.mass_matrix(q, qd).numpy()
+    assert np.linalg.eigvalsh(mass).min() > 0
+    qdd = model.acceleration(q, qd, tau).numpy()
+    energy = model.energy(q, qd).numpy()
+    np.testing.assert_allclose(mechanics.mass_matrix(lagrangian, q, qd).numpy(), mass, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(mechanics.acceleration(lagrangian, q, qd, tau).numpy(), qdd, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(mechanics.energy(lagrangian, q, qd).numpy(), energy, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(model.inverse_dynamics(q, qd, qdd).numpy(), tau, rtol=1e-9, atol=1e-9)
+    snapshot = model.numpy_snapshot()
+    assert (snapshot.mechanics is None) == residual  # the residual's networks run in TensorFlow
+    np.testing.assert_allclose(snapshot.acceleration(q, qd, tau), qdd, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(snapshot.mass_matrix(q, qd), mass, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(snapshot.energy(q, qd), energy, rtol=1e-10, atol=1e-12)
+
+
+def test_the_regressor_is_the_models_inverse_dynamics():
+    model = _model()
+    q, qd, qdd = random_states(3, 11, 2)
+    Y = model.kind_model.regressor(q, qd, qdd)
+    assert Y.shape == (11, 3, model.kind_model.basis.n_parameters)
+    expected = model.inverse_dynamics(q, qd, qdd).numpy()
+    np.testing.assert_allclose(Y @ model.kind_model.parameters(), expected, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "system",
+    [
+        simulations.DoublePendulum(m1=1.3, m2=0.7, l1=0.9, l2=0.6, g=9.81),
+        simulations.PlanarArm(masses=(1.0, 0.8), lengths=(0.6, 0.5)),
+        simulations.CartPole(),
+    ],
+    ids=lambda s: s.name,
+)
+def test_least_squares_on_the_basis_is_exact_for_planar_chains(system):
+    """No kinematics given: the torques of planar chains (and the cart-pole) lie in the regressor's span."""
+    state = system.sample_state(300, rng=0)
+    qdd = np.random.default_rng(1).normal(0.0, 2.0, state.q.shape)
+    tau = system.inverse_dynamics(state.q, state.qd, qdd)
+    basis = Basis.of(system.angular)
+    Y = basis.regressor(state.q, state.qd, qdd)
+    z, *_ = np.linalg.lstsq(Y.reshape(-1, Y.shape[-1]), tau.reshape(-1), rcond=None)
+    np.testing.assert_allclose(Y @ z, tau, atol=1e-9 * np.abs(tau).max())
+    model = LagrangianNetwork(system.n_dof, kind="trigonometric", angular=system.angular, dtype="float64", xla=False)
+    model.kind_model.assign(z)
+    other = system.sample_state(20, rng=2)  # states the fit never saw
+    np.testing.assert_allclose(model.mass_matrix(other.q).numpy(), system.mass_matrix(other.q), atol=1e-9)
+    np.testing.assert_allclose(
+        model.acceleration(other.q, other.qd).numpy(), system.acceleration(other.q, other.qd), rtol=1e-7, atol=1e-8
+    )
+
+
+def test_the_basis_order_keeps_the_parameters_bounded():
+    assert [basis_order(n) for n in range(1, 8)] == [1, 2, 3, 4, 2, 1, 1]
+    for n in range(1, 8):
+        basis = Basis.of((True,) * n)
+        assert basis.n_parameters <= MAX_PARAMETERS and basis.order == basis_order(n)
+        assert np.all(basis.codes[0] == 0) and np.all(np.count_nonzero(basis.codes, axis=1) <= basis.order)
+    assert Basis.of((True, True)).size == 9  # {1, cos, sin} x {1, cos, sin}
+    with pytest.raises(ValueError, match="order must be in 1..2"):
+        Basis.of((True, True), order=3)
+    with pytest.raises(ValueError, match="expected 35 parameters"):
+        Basis.of((True, True)).split(np.zeros(3))
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_saved_and_loaded_bit_for_bit(tmp_path, residual):
+    model = _model(residual=residual)
+    q, qd, qdd = random_states(3, 5, 4)
+    path = tmp_path / "trigonometric.keras"
+    model.save(path)
+    loaded = lnn.load_model(path)
+    assert loaded.kind == "trigonometric" and loaded.kind_model.residual == residual
+    np.testing.assert_array_equal(loaded.inverse_dynamics(q, qd, qdd).numpy(), model.inverse_dynamics(q, qd, qdd))
+
+
+def test_residual_is_refused_by_kinds_without_one():
+    with pytest.raises(ValueError, match="residual= applies to kind"):
+        LagrangianNetwork(2, kind="black-box", residual=True)
+
+
+def test_identify_without_a_prior_fits_the_trigonometric_lagrangian_and_its_residual_stages():
+    """A planar arm with viscous and Coulomb friction, no URDF: the linear stage alone is exact to the noise."""
+    true = simulations.PlanarArm(
+        masses=(1.0, 0.8),
+        lengths=(0.6, 0.5),
+        friction=simulations.Friction(viscous=(0.05, 0.03), coulomb=(0.1, 0.08)),
+    )
+    data = lnn.generate(true, n_trajectories=6, duration=2.0, dt=0.01, seed=0, tau="gravity-sinusoids")
+    test = lnn.generate(true, n_trajectories=2, duration=2.0, dt=0.01, seed=1, tau="gravity-sinusoids")
+    model = lnn.identify(data, time_limit=16.0, seed=0)
+    names = [s.name for s in model.report.stages]
+    assert names[0] == "trigonometric" and "residual" in names
+    linear = model.candidates["trigonometric"]
+    assert linear.kind == "trigonometric" and set(linear.friction_terms.split("+")) >= {"viscous", "coulomb"}
+    pred = np.asarray(linear.inverse_dynamics(test.q, test.qd, test.qdd))
+    assert np.mean((pred - test.tau) ** 2) < 1e-8 * np.mean(test.tau**2)
+    friction = linear.friction_parameters()
+    np.testing.assert_allclose(friction["viscous"], [0.05, 0.03], atol=1e-4)
+    np.testing.assert_allclose(friction["coulomb"], [0.1, 0.08], atol=1e-4)
+    chosen = np.asarray(model.inverse_dynamics(test.q, test.qd, test.qdd))
+    assert np.mean((chosen - test.tau) ** 2) < 1e-4 * np.mean(test.tau**2)
