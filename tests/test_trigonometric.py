@@ -137,3 +137,21 @@ def test_identify_without_a_prior_fits_the_trigonometric_lagrangian_and_its_resi
     np.testing.assert_allclose(friction["coulomb"], [0.1, 0.08], atol=1e-4)
     chosen = np.asarray(model.inverse_dynamics(test.q, test.qd, test.qdd))
     assert np.mean((chosen - test.tau) ** 2) < 1e-4 * np.mean(test.tau**2)
+
+
+def test_identify_without_a_prior_trains_the_network_only_where_the_basis_misses_the_physics():
+    """A pendulum whose angle is declared a linear coordinate: {1, x, x^2} cannot write -m g l cos x, a function
+    of q explains most of what the linear stage leaves, and the network from scratch becomes a candidate."""
+    import dataclasses
+
+    pendulum = simulations.Pendulum(m=1.0, l=1.0, g=9.81)
+    data = lnn.generate(pendulum, n_trajectories=6, duration=2.0, dt=0.01, seed=0, tau="gravity-sinusoids")
+    linear = dataclasses.replace(data, angular=(False,))
+    model = lnn.identify(linear, time_limit=10.0, seed=0, residual=False)
+    assert model.report.findings.state_share() >= lnn.identification.STATE_SHARE
+    assert [s.name for s in model.report.stages] == ["trigonometric", "network"]
+    # declared an angle, the basis writes it exactly: what it leaves is the sensor's noise, no network
+    noise = np.random.default_rng(3).normal(0.0, 0.01, data.tau.shape)
+    exact = lnn.identify(dataclasses.replace(data, tau=data.tau + noise), time_limit=10.0, seed=0, residual=False)
+    assert [s.name for s in exact.report.stages] == ["trigonometric"]
+    assert exact.report.findings.state_share() < lnn.identification.STATE_SHARE

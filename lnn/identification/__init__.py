@@ -19,11 +19,12 @@ the force registry (:mod:`lnn.models.forces`, one parser of ``friction=``).
 """
 
 from lnn.identification._model import IdentifiedModel
-from lnn.identification._recipe import DEFAULT_FRICTION, DEFAULT_TIME, OFFSETS, identify
+from lnn.identification._recipe import DEFAULT_FRICTION, DEFAULT_TIME, OFFSETS, STATE_SHARE, identify
 from lnn.identification._report import IdentificationReport, ResidualFindings, Stage
 
 __all__ = [
     "DEFAULT_FRICTION",
+    "STATE_SHARE",
     "DEFAULT_TIME",
     "OFFSETS",
     "IdentificationReport",

@@ -29,12 +29,16 @@ its Newton-Euler recursion (O(n), no mass matrix), so the stage trains a
 that least squares fitted in place of the rigid body
 (:mod:`lnn.models.trigonometric`: ``M(q)`` and ``V(q)`` linear in their
 parameters over products of ``cos q_i, sin q_i``), and the residual Lagrangian
-corrects what its basis misses. A structured network trained from scratch
-is not a stage: on the DFKI pendulum one held-out log made it look best
-(validation 0.0075 N^2 m^2 against the trigonometric stage's 0.0108) while
-it erred 1.7x as much on the test log (0.0377 against 0.0227; 40 s budget,
-``benchmarks/bench_real.py``); started at the fitted Lagrangian, the residual
-networks cannot wander as far.
+corrects what its basis misses. **Network** (without a prior, when the
+basis misses the physics): a structured Lagrangian network with the forces,
+trained from scratch the same way, is a candidate only where a function of
+the state explains much of what the trigonometric stage leaves
+(:data:`lnn.identification._recipe.STATE_SHARE`): a 7-DOF arm's basis of
+single coordinates cannot write its gravity. Where it explains little, the
+network only finds one log to fit: on the DFKI pendulum one held-out log
+made it look best (validation 0.0075 N^2 m^2 against the trigonometric
+stage's 0.0108) while it erred 1.7x as much on the test log (0.0377 against
+0.0227; 40 s budget, ``benchmarks/bench_real.py``).
 """
 
 from __future__ import annotations
@@ -51,14 +55,18 @@ from lnn.train import fit
 __all__ = [
     "HIDDEN",
     "RESIDUAL_LEARNING_RATE",
+    "NETWORK_LEARNING_RATE",
+    "train_network",
     "train_residual",
     "train_trigonometric_residual",
 ]
 
-#: Hidden widths of the residual Lagrangian.
+#: Hidden widths of the residual Lagrangian and of the prior-free network.
 HIDDEN = (64, 64)
-#: Peak learning rate of the residual stages (measured with benchmarks/bench_real.py).
+#: Peak learning rates of the residual stages and of the prior-free network (measured with
+#: benchmarks/bench_real.py).
 RESIDUAL_LEARNING_RATE = 3e-3
+NETWORK_LEARNING_RATE = 3e-3
 
 
 def train_residual(
@@ -171,6 +179,24 @@ def _train_forces(base: dict, solution, train, held_out, learned, seconds, seed,
     forces = f", forces {'+'.join(learned)}" if learned else ""
     detail = f"{len(history.epoch)} epochs (best {history.best_epoch}){text}{forces}, {dtype}"
     return network, detail
+
+
+def train_network(solution, train, held_out, *, friction: str | None, seconds: float, seed: int, members=None):
+    """The prior-free network: a structured Lagrangian network with ``friction`` trained from scratch on the
+    torques less each recording's offset deviation that the linear ``solution`` found, ``(network, detail)``."""
+    network = _network(
+        members, train.n_dof, kind="structured", hidden=HIDDEN, angular=train.angular, friction=friction, seed=seed
+    )
+    corrected = dataclasses.replace(train, tau=np.asarray(train.tau) - solution.deviation(train.trajectory))
+    history = fit(
+        network,
+        corrected,
+        validation=held_out,
+        time_limit=seconds,
+        seed=seed,
+        learning_rate=NETWORK_LEARNING_RATE,
+    )
+    return network, f"structured {HIDDEN}, {len(history.epoch)} epochs (best {history.best_epoch})"
 
 
 def _network(members: int | None, n_dof: int, **options):

@@ -93,6 +93,13 @@ class ResidualFindings:
             high_frequency_share=np.asarray(analysis.power_share(HIGH_FREQUENCY)),
         )
 
+    def state_share(self) -> float:
+        """The largest share of the residual's variance that a function of one joint's ``q_j`` or ``qd_j``
+        explains (0 when none explains anything)."""
+        shares = np.concatenate([self.q_share, self.qd_share])
+        shares = shares[np.isfinite(shares)]
+        return float(max(0.0, shares.max())) if shares.size else 0.0
+
     def format(self) -> str:
         """One line per joint."""
         lines = ["what the linear stage leaves (training logs; shares of its variance, held-out blocks):"]
