@@ -58,7 +58,6 @@ __all__ = [
     "NETWORK_LEARNING_RATE",
     "train_network",
     "train_residual",
-    "train_trigonometric_residual",
 ]
 
 #: Hidden widths of the residual Lagrangian and of the prior-free network.
@@ -70,11 +69,11 @@ NETWORK_LEARNING_RATE = 3e-3
 
 
 def train_residual(
-    chain,
     solution,
     train,
     held_out,
     *,
+    chain=None,
     learned: tuple,
     lagrangian: bool,
     seconds: float,
@@ -82,17 +81,29 @@ def train_residual(
     dtype: str,
     members: int | None = None,
 ):
-    """The residual stage: ``(network, detail)``.
+    """The residual stage on the linear stage's model: ``(network, detail)``.
+
+    With ``chain`` a ``"rigid-body"`` model of the identified bodies (whose
+    inertias train along, kept physical); without, the ``"trigonometric"``
+    model of the prior-free stage, whose parameters stay where least squares
+    put them. Trained with them (nothing keeps 35 unconstrained parameters
+    from trading against the friction network), the residual stage on the
+    DFKI pendulum fitted the validation log better (0.0095 against 0.0108
+    N^2 m^2) and the test log worse (joint 2 0.0136 against the linear
+    stage's 0.0086); frozen, it kept the linear stage's transfer (test 0.0225
+    against 0.0227; ``benchmarks/bench_real.py``, 120 s). The rigid body's
+    inertias frozen did not help there (0.0247 against 0.0239: joint 1 no
+    longer improves).
 
     Parameters
     ----------
-    chain : lnn.models.RigidBodyChain
-        The prior's chain.
     solution : lnn.identification._linear.LinearSolution
-        The physical linear stage, fitted on ``train``.
+        The linear stage, fitted on ``train``.
     train, held_out : lnn.Dataset
+    chain : lnn.models.RigidBodyChain, optional
+        The prior's chain (None: the trigonometric Lagrangian of ``solution``).
     learned : tuple of str
-        The non-linear forces to learn (e.g. ``("network",)``).
+        The non-linear forces to learn (e.g. ``("joint_network",)``).
     lagrangian : bool
         Add the residual Lagrangian.
     seconds : float
@@ -104,43 +115,19 @@ def train_residual(
         the training recordings), calibrated by :func:`lnn.fit` on
         ``held_out`` and on the training samples out of each member's bag.
     """
-    identified = chain.with_parameters(inertias=solution.bodies, armature=solution.get("armature"))
-    base = dict(kind="rigid-body", prior=identified, residual=lagrangian, hidden=HIDDEN, angular=chain.angular)
-    lagrangian_text = f", residual Lagrangian {HIDDEN}" if lagrangian else ""
-    return _train_forces(base, solution, train, held_out, learned, seconds, seed, dtype, members, lagrangian_text)
+    start = None
+    if chain is not None:
+        identified = chain.with_parameters(inertias=solution.bodies, armature=solution.get("armature"))
+        base = dict(kind="rigid-body", prior=identified, angular=chain.angular)
+    else:
+        base = dict(kind="trigonometric", angular=train.angular)
 
+        def start(member) -> None:
+            member.kind_model.assign(solution.z[: solution.layout.inertial])
+            member.trigonometric_mass.trainable = False  # least squares' optimum, not the optimiser's
+            member.trigonometric_potential.trainable = False
 
-def train_trigonometric_residual(
-    solution,
-    train,
-    held_out,
-    *,
-    learned: tuple,
-    lagrangian: bool,
-    seconds: float,
-    seed: int,
-    dtype: str,
-    members: int | None = None,
-):
-    """The residual stage on the trigonometric Lagrangian of the prior-free linear stage: ``(network, detail)``.
-
-    The same as :func:`train_residual` with a ``"trigonometric"`` model (its
-    parameters, the linear forces' coefficients and the offset from
-    ``solution``) in place of the rigid body; the trigonometric parameters
-    stay where least squares put them. Trained with them (nothing keeps 35
-    unconstrained parameters from trading against the friction network), the
-    residual stage on the DFKI pendulum fitted the validation log better
-    (0.0095 against 0.0108 N^2 m^2) and the test log worse (joint 2 0.0136
-    against the linear stage's 0.0086); frozen, it kept the linear stage's
-    transfer (test 0.0225 against 0.0227; ``benchmarks/bench_real.py``, 120 s).
-    """
-
-    def start(member) -> None:
-        member.kind_model.assign(solution.z[: solution.layout.inertial])
-        member.trigonometric_mass.trainable = False  # least squares' optimum, not the optimiser's
-        member.trigonometric_potential.trainable = False
-
-    base = dict(kind="trigonometric", residual=lagrangian, hidden=HIDDEN, angular=train.angular)
+    base.update(residual=lagrangian, hidden=HIDDEN)
     lagrangian_text = f", residual Lagrangian {HIDDEN}" if lagrangian else ""
     return _train_forces(
         base, solution, train, held_out, learned, seconds, seed, dtype, members, lagrangian_text, start

@@ -200,13 +200,8 @@ def _with_prior(dataset, split, chain, terms, budget, seed, learning: dict, note
         return regress[id(data)]
 
     prior_bodies = chain.inertias
-    stages, models = [], {}
-
-    def judge(name, model, seconds, detail):
-        stages.append(Stage(name, _mse(model, held_out), seconds, detail))
-        models[name] = model
-        note(f"{name}: validation torque MSE {stages[-1].mean_mse:.4g} ({detail})")
-
+    stages = _Stages(held_out, note)
+    judge, models = stages.judge, stages.models
     t0 = time.perf_counter()
     settings = _linear.choose_settings(
         terms.layouts(chain.n_dof, train), prior_bodies, bodies(train), train, held_out, bodies(held_out)
@@ -223,30 +218,12 @@ def _with_prior(dataset, split, chain, terms, budget, seed, learning: dict, note
     final = terms.like(layout, dataset)
     everything = _linear.fit_physical(final, prior_bodies, bodies(dataset), dataset, settings)
     models["rigid body"] = _rigid_model(chain, everything, terms)  # judged on the held-out part, fitted to all
-    variants = _residual_variants(learning, terms)
-    for k, lagrangian in enumerate(variants):
-        seconds = (budget - (time.perf_counter() - start)) / (len(variants) - k)
-        if seconds <= 5.0:
-            break
-        t0 = time.perf_counter()
-        network, detail = _learned.train_residual(
-            chain,
-            fitted,
-            train,
-            held_out,
-            learned=terms.learned,
-            lagrangian=lagrangian,
-            seconds=seconds,
-            seed=seed,
-            dtype=learning["dtype"],
-            members=learning["members"],
-        )
-        judge("residual Lagrangian" if lagrangian else "residual", network, time.perf_counter() - t0, detail)
-    candidates = [s for s in stages if s.name.startswith("residual")] if learning["members"] else []
-    best = min(candidates or stages, key=lambda s: s.mean_mse)  # an ensemble asked for: the best learned one
+    train_one = _residual_trainer(fitted, split, terms, seed, learning, chain)
+    stages.train(_residual_variants(learning, terms), budget, start, train_one)
+    best = stages.best(learning["members"])  # an ensemble asked for: the best learned one
     chosen = models[best.name]
     report = IdentificationReport(
-        tuple(stages),
+        tuple(stages.judged),
         best.name,
         split.describe(),
         prior_masses=chain.inertias[:, 0].copy(),
@@ -264,13 +241,7 @@ def _without_prior(dataset, split, terms, budget, seed, learning: dict, note) ->
     start = time.perf_counter()
     train, held_out = split.train, split.validation
     basis = Basis.of(train.angular)
-    stages, models = [], {}
-
-    def judge(name, model, seconds, detail):
-        stages.append(Stage(name, _mse(model, held_out), seconds, detail))
-        models[name] = model
-        note(f"{name}: validation torque MSE {stages[-1].mean_mse:.4g} ({detail})")
-
+    stages = _Stages(held_out, note)
     t0 = time.perf_counter()
     regress = {id(d): basis.regressor(d.q, d.qd, d.qdd) for d in (train, held_out, dataset)}
     zeros = np.zeros((1, basis.n_parameters))
@@ -285,53 +256,96 @@ def _without_prior(dataset, split, terms, budget, seed, learning: dict, note) ->
         f"{settings.weight:g}, v0 {settings.velocity:g}, {offsets} ({settings.how}); refitted to all"
     )
     linear = _trigonometric_model(fitted, terms, train.angular)
-    judge("trigonometric", linear, time.perf_counter() - t0, detail)
+    stages.judge("trigonometric", linear, time.perf_counter() - t0, detail)
     everything = _linear.fit_bounded(terms.like(layout, dataset), zeros, regress[id(dataset)], dataset, settings)
-    models["trigonometric"] = _trigonometric_model(everything, terms, train.angular)  # judged, then fitted to all
+    stages.models["trigonometric"] = _trigonometric_model(
+        everything, terms, train.angular
+    )  # judged, then fitted to all
     findings = _findings(linear, train)
     trained: list[bool | None] = list(_residual_variants(learning, terms))  # None: the network from scratch
     if _basis_misses(findings, train):
         trained.append(None)
-    for k, lagrangian in enumerate(trained):
-        seconds = (budget - (time.perf_counter() - start)) / (len(trained) - k)
-        if seconds <= 5.0:
-            break
-        t0 = time.perf_counter()
-        if lagrangian is None:
-            network, detail = _learned.train_network(
-                fitted,
-                train,
-                held_out,
-                friction=terms.network_friction(),
-                seconds=seconds,
-                seed=seed,
-                members=learning["members"],
-            )
-            name = "network"
-        else:
-            network, detail = _learned.train_trigonometric_residual(
-                fitted,
-                train,
-                held_out,
-                learned=terms.learned,
-                lagrangian=lagrangian,
-                seconds=seconds,
-                seed=seed,
-                dtype=learning["dtype"],
-                members=learning["members"],
-            )
-            name = "residual Lagrangian" if lagrangian else "residual"
-        judge(name, network, time.perf_counter() - t0, detail)
-    candidates = [s for s in stages if s.name != "trigonometric"] if learning["members"] else []
-    best = min(candidates or stages, key=lambda s: s.mean_mse)
+    residual_stage = _residual_trainer(fitted, split, terms, seed, learning)
+
+    def train_one(lagrangian, seconds):
+        if lagrangian is not None:
+            return residual_stage(lagrangian, seconds)
+        network, detail = _learned.train_network(
+            fitted,
+            train,
+            held_out,
+            friction=terms.network_friction(),
+            seconds=seconds,
+            seed=seed,
+            members=learning["members"],
+        )
+        return "network", network, detail
+
+    stages.train(trained, budget, start, train_one)
+    best = stages.best(learning["members"])
     report = IdentificationReport(
-        tuple(stages),
+        tuple(stages.judged),
         best.name,
         split.describe(),
         findings=findings,
         recording_offsets=everything.recording_offsets(),
     )
-    return IdentifiedModel(models[best.name], report, candidates=models)
+    return IdentifiedModel(stages.models[best.name], report, candidates=stages.models)
+
+
+#: The stages that learn (the candidates of an ensemble: the linear stages have no spread).
+LEARNED_STAGES = ("residual", "residual Lagrangian", "network")
+
+
+class _Stages:
+    """The stages judged on the held-out data so far, and the model of each: what ``identify`` chooses from."""
+
+    def __init__(self, held_out, note) -> None:
+        self.held_out, self.note = held_out, note
+        self.judged: list[Stage] = []
+        self.models: dict = {}
+
+    def judge(self, name: str, model, seconds: float, detail: str) -> None:
+        self.judged.append(Stage(name, _mse(model, self.held_out), seconds, detail))
+        self.models[name] = model
+        self.note(f"{name}: validation torque MSE {self.judged[-1].mean_mse:.4g} ({detail})")
+
+    def train(self, variants, budget: float, start: float, train_one) -> None:
+        """Train and judge each variant with an equal share of what is left of ``budget`` since ``start``
+        (none with 5 s or less): ``train_one(variant, seconds) -> (name, model, detail)``."""
+        for k, variant in enumerate(variants):
+            seconds = (budget - (time.perf_counter() - start)) / (len(variants) - k)
+            if seconds <= 5.0:
+                break
+            t0 = time.perf_counter()
+            name, model, detail = train_one(variant, seconds)
+            self.judge(name, model, time.perf_counter() - t0, detail)
+
+    def best(self, learned_only) -> Stage:
+        """The stage of lowest mean validation error (among the learned ones if ``learned_only`` and any)."""
+        candidates = [s for s in self.judged if s.name in LEARNED_STAGES] if learned_only else []
+        return min(candidates or self.judged, key=lambda s: s.mean_mse)
+
+
+def _residual_trainer(fitted, split, terms, seed, learning: dict, chain=None):
+    """``train_one(lagrangian, seconds)`` of :meth:`_Stages.train` for the residual stages on ``fitted``."""
+
+    def train_one(lagrangian: bool, seconds: float):
+        network, detail = _learned.train_residual(
+            fitted,
+            split.train,
+            split.validation,
+            chain=chain,
+            learned=terms.learned,
+            lagrangian=lagrangian,
+            seconds=seconds,
+            seed=seed,
+            dtype=learning["dtype"],
+            members=learning["members"],
+        )
+        return ("residual Lagrangian" if lagrangian else "residual"), network, detail
+
+    return train_one
 
 
 def _basis_misses(findings: ResidualFindings | None, data) -> bool:
