@@ -155,3 +155,28 @@ def test_identify_without_a_prior_trains_the_network_only_where_the_basis_misses
     exact = lnn.identify(dataclasses.replace(data, tau=data.tau + noise), time_limit=10.0, seed=0, residual=False)
     assert [s.name for s in exact.report.stages] == ["trigonometric"]
     assert exact.report.findings.state_share() < lnn.identification.STATE_SHARE
+
+
+def test_the_bounded_fit_keeps_the_friction_dissipative_when_the_data_ask_for_negative_damping():
+    """Torques with an energy-injecting viscous term (-0.2 qd on joint 1): the bounded ridge fit clamps that
+    coefficient at zero (passive friction) and fits the rest; with honest friction it is the plain ridge."""
+    from lnn.identification import _linear
+
+    system = simulations.DoublePendulum(m1=1.0, m2=0.5, l1=1.0, l2=0.7, g=9.81)
+    rng = np.random.default_rng(4)
+    state = system.sample_state(400, rng=4)
+    qdd = rng.normal(0.0, 2.0, state.q.shape)
+    basis = Basis.of(system.angular)
+    Y = basis.regressor(state.q, state.qd, qdd)
+    zeros = np.zeros((1, basis.n_parameters))
+    layout = _linear.Layout(2, 1, ("viscous",), False, body_columns=basis.n_parameters, armature=False)
+    settings = _linear.Settings(velocity=0.1, weight=1e-9, how="given", layout=layout)
+    for b1, expected in ((0.3, 0.3), (-0.2, 0.0)):
+        tau = system.inverse_dynamics(state.q, state.qd, qdd) + np.array([b1, 0.1]) * state.qd
+        data = lnn.Dataset(
+            t=np.arange(400) * 0.01, q=state.q, qd=state.qd, qdd=qdd, tau=tau, trajectory=np.zeros(400, int)
+        )
+        viscous = _linear.fit_bounded(layout, zeros, Y, data, settings).get("viscous")
+        assert viscous[0] >= 0.0 and viscous[0] == pytest.approx(expected, abs=1e-6)
+        # clamped, joint 1's misfit moves the shared basis a little, and so joint 2's coefficient
+        assert viscous[1] == pytest.approx(0.1, abs=1e-6 if b1 > 0 else 1e-2)
