@@ -10,17 +10,24 @@ import lnn
 import simulations
 from lnn import mechanics
 from lnn.models import LagrangianNetwork
-from lnn.models.trigonometric import MAX_PARAMETERS, Basis, basis_order
+from lnn.models.trigonometric import MAX_PARAMETERS, Basis, choose_basis
 
 from conftest import random_states
 
 ANGULAR = (True, False, True)
 
 
-def _model(angular=ANGULAR, *, residual=False, seed=3):
+def _model(angular=ANGULAR, *, residual=False, harmonics=None, seed=3):
     """A float64 model with random parameters and a mass matrix that is positive definite on the test states."""
     model = LagrangianNetwork(
-        len(angular), kind="trigonometric", angular=angular, residual=residual, dtype="float64", seed=seed, xla=False
+        len(angular),
+        kind="trigonometric",
+        angular=angular,
+        residual=residual,
+        harmonics=harmonics,
+        dtype="float64",
+        seed=seed,
+        xla=False,
     )
     basis = model.kind_model.basis
     theta, beta = basis.split(np.random.default_rng(seed).normal(0.0, 0.1, basis.n_parameters))
@@ -87,33 +94,44 @@ def test_least_squares_on_the_basis_is_exact_for_planar_chains(system):
     )
 
 
-def test_the_basis_order_keeps_the_parameters_bounded():
-    assert [basis_order(n) for n in range(1, 8)] == [1, 2, 3, 4, 2, 1, 1]
-    for n in range(1, 8):
+def test_the_default_basis_keeps_the_parameters_bounded():
+    chosen = [choose_basis((True,) * n) for n in range(1, 8)]
+    assert chosen == [(2, 1), (2, 2), (2, 3), (1, 4), (1, 2), (1, 1), (1, 1)]
+    for n, (harmonics, order) in zip(range(1, 8), chosen):
         basis = Basis.of((True,) * n)
-        assert basis.n_parameters <= MAX_PARAMETERS and basis.order == basis_order(n)
+        assert basis.n_parameters <= MAX_PARAMETERS and (basis.harmonics, basis.order) == (harmonics, order)
+        assert len(basis.codes) == len({tuple(c) for c in basis.codes})  # no function twice
         assert np.all(basis.codes[0] == 0) and np.all(np.count_nonzero(basis.codes, axis=1) <= basis.order)
-    assert Basis.of((True, True)).size == 9  # {1, cos, sin} x {1, cos, sin}
+    assert Basis.of((True, True)).size == 25  # {1, cos, sin, cos 2q, sin 2q}^2
+    assert Basis.of((True, True), harmonics=1).size == 9  # {1, cos, sin}^2
+    assert Basis.of((False, True)).size == 15  # {1, x, x^2} x {1, cos, sin, cos 2q, sin 2q}
     with pytest.raises(ValueError, match="order must be in 1..2"):
         Basis.of((True, True), order=3)
-    with pytest.raises(ValueError, match="expected 35 parameters"):
+    with pytest.raises(ValueError, match="harmonics must be 1 or 2"):
+        Basis.of((True, True), harmonics=3)
+    with pytest.raises(ValueError, match="expected 99 parameters"):
         Basis.of((True, True)).split(np.zeros(3))
 
 
-@pytest.mark.parametrize("residual", [False, True])
-def test_saved_and_loaded_bit_for_bit(tmp_path, residual):
-    model = _model(residual=residual)
+@pytest.mark.parametrize("residual, harmonics", [(False, None), (True, None), (False, 1)])
+def test_saved_and_loaded_bit_for_bit(tmp_path, residual, harmonics):
+    model = _model(residual=residual, harmonics=harmonics)
     q, qd, qdd = random_states(3, 5, 4)
     path = tmp_path / "trigonometric.keras"
     model.save(path)
     loaded = lnn.load_model(path)
     assert loaded.kind == "trigonometric" and loaded.kind_model.residual == residual
+    assert loaded.kind_model.basis.harmonics == model.kind_model.basis.harmonics == (harmonics or 2)
     np.testing.assert_array_equal(loaded.inverse_dynamics(q, qd, qdd).numpy(), model.inverse_dynamics(q, qd, qdd))
 
 
-def test_residual_is_refused_by_kinds_without_one():
+def test_residual_and_harmonics_are_refused_by_kinds_without_them():
     with pytest.raises(ValueError, match="residual= applies to kind"):
         LagrangianNetwork(2, kind="black-box", residual=True)
+    with pytest.raises(ValueError, match="harmonics= applies to kind 'trigonometric' only"):
+        LagrangianNetwork(2, kind="structured", harmonics=1)
+    with pytest.raises(ValueError, match="harmonics must be 1 or 2"):
+        LagrangianNetwork(2, kind="trigonometric", harmonics=3)
 
 
 def test_identify_without_a_prior_fits_the_trigonometric_lagrangian_and_its_residual_stages():
@@ -128,6 +146,7 @@ def test_identify_without_a_prior_fits_the_trigonometric_lagrangian_and_its_resi
     model = lnn.identify(data, time_limit=16.0, seed=0)
     names = [s.name for s in model.report.stages]
     assert names[0] == "trigonometric" and "residual" in names
+    assert "1 harmonics" in model.report.stages[0].detail  # two were worse on these few short logs
     linear = model.candidates["trigonometric"]
     assert linear.kind == "trigonometric" and set(linear.friction_terms.split("+")) >= {"viscous", "coulomb"}
     pred = np.asarray(linear.inverse_dynamics(test.q, test.qd, test.qdd))
@@ -180,3 +199,46 @@ def test_the_bounded_fit_keeps_the_friction_dissipative_when_the_data_ask_for_ne
         assert viscous[0] >= 0.0 and viscous[0] == pytest.approx(expected, abs=1e-6)
         # clamped, joint 1's misfit moves the shared basis a little, and so joint 2's coefficient
         assert viscous[1] == pytest.approx(0.1, abs=1e-6 if b1 > 0 else 1e-2)
+
+
+SPATIAL_URDF = """<?xml version="1.0"?>
+<robot name="spatial">
+  <link name="base"/>
+  <link name="a"><inertial><origin xyz="0.03 0.01 0.1"/><mass value="1.2"/>
+    <inertia ixx="0.02" ixy="0.001" ixz="0" iyy="0.03" iyz="0" izz="0.01"/></inertial></link>
+  <link name="b"><inertial><origin xyz="0.2 0.0 0.02"/><mass value="0.8"/>
+    <inertia ixx="0.004" ixy="0" ixz="0.0005" iyy="0.02" iyz="0" izz="0.021"/></inertial></link>
+  <link name="c"><inertial><origin xyz="0.15 0.01 0.0"/><mass value="0.5"/>
+    <inertia ixx="0.002" ixy="0" ixz="0" iyy="0.01" iyz="0.0003" izz="0.011"/></inertial></link>
+  <joint name="pan" type="revolute"><parent link="base"/><child link="a"/>
+    <axis xyz="0 0 1"/><limit lower="-3" upper="3" effort="50" velocity="10"/></joint>
+  <joint name="tilt" type="revolute"><parent link="a"/><child link="b"/>
+    <origin xyz="0 0 0.2"/><axis xyz="0 1 0"/><limit lower="-3" upper="3" effort="50" velocity="10"/></joint>
+  <joint name="roll" type="revolute"><parent link="b"/><child link="c"/>
+    <origin xyz="0.4 0 0"/><axis xyz="1 0 0"/><limit lower="-3" upper="3" effort="50" velocity="10"/></joint>
+</robot>
+"""
+
+
+@pytest.mark.robots
+@pytest.mark.parametrize("locked", [(), ("roll",)], ids=["3 joints", "2 joints"])
+def test_two_harmonics_are_exact_for_spatial_chains_where_one_is_not(tmp_path, locked):
+    """A 3-D chain (perpendicular axes, Pinocchio's dynamics): its mass matrix has cos^2 terms, which the
+    first harmonics cannot write and the default basis (two harmonics) writes exactly."""
+    pytest.importorskip("pinocchio")
+    path = tmp_path / "spatial.urdf"
+    path.write_text(SPATIAL_URDF)
+    robot = simulations.URDFRobot.from_urdf(path, locked_joints=locked)
+    rng = np.random.default_rng(5)
+    n = robot.n_dof
+    q, qd, qdd = (rng.uniform(-3.0, 3.0, (1200, n)) for _ in range(3))
+    tau = robot.inverse_dynamics(q, qd, qdd)
+
+    def misfit(basis):
+        Y = basis.regressor(q, qd, qdd)
+        z, *_ = np.linalg.lstsq(Y.reshape(-1, Y.shape[-1]), tau.reshape(-1), rcond=None)
+        return np.sqrt(np.mean((Y @ z - tau) ** 2) / np.mean(tau**2))
+
+    assert Basis.of(robot.angular).harmonics == 2
+    assert misfit(Basis.of(robot.angular)) < 1e-8
+    assert misfit(Basis.of(robot.angular, harmonics=1)) > 1e-3

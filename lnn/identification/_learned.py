@@ -74,6 +74,7 @@ def train_residual(
     held_out,
     *,
     chain=None,
+    harmonics: int | None = None,
     learned: tuple,
     lagrangian: bool,
     seconds: float,
@@ -102,6 +103,8 @@ def train_residual(
     train, held_out : lnn.Dataset
     chain : lnn.models.RigidBodyChain, optional
         The prior's chain (None: the trigonometric Lagrangian of ``solution``).
+    harmonics : int, optional
+        Without ``chain``: the trigonometric basis's harmonics.
     learned : tuple of str
         The non-linear forces to learn (e.g. ``("joint_network",)``).
     lagrangian : bool
@@ -120,7 +123,7 @@ def train_residual(
         identified = chain.with_parameters(inertias=solution.bodies, armature=solution.get("armature"))
         base = dict(kind="rigid-body", prior=identified, angular=chain.angular)
     else:
-        base = dict(kind="trigonometric", angular=train.angular)
+        base = dict(kind="trigonometric", angular=train.angular, harmonics=harmonics)
 
         def start(member) -> None:
             member.kind_model.assign(solution.z[: solution.layout.inertial])

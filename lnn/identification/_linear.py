@@ -116,12 +116,14 @@ class Layout:
 
 @dataclass(frozen=True, eq=False)
 class Settings:
-    """What the validation chose: the Coulomb smoothing velocity, the ridge weight, how it judged, the layout."""
+    """What the validation chose: the Coulomb smoothing velocity, the ridge weight, how it judged, the layout,
+    and the validation's mean squared torque error with them (NaN when not validated)."""
 
     velocity: float
     weight: float
     how: str
     layout: Layout | None = None
+    error: float = float("nan")
 
 
 @dataclass(frozen=True, eq=False)
@@ -230,7 +232,7 @@ def choose_settings(layouts, prior_bodies, train_bodies, train, held_out=None, h
                 if best is None or np.mean(errors) < best[0]:
                     best = (float(np.mean(errors)), velocity, weight, layout)
     how = "leave-one-recording-out" if folded and len(ids) >= 3 else "held-out"
-    return Settings(velocity=float(best[1]), weight=float(best[2]), how=how, layout=best[3])
+    return Settings(velocity=float(best[1]), weight=float(best[2]), how=how, layout=best[3], error=best[0])
 
 
 def _normal_equations(layout, prior, train_bodies, train, velocity, held_out, held_out_bodies, folded) -> list:

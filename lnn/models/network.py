@@ -159,7 +159,10 @@ class LagrangianNetwork(keras.Model):
         :class:`lnn.models.chain.RigidBodyChain`, a ``simulations.URDFRobot``
         or a ``simulations.PlanarArm`` (:mod:`lnn.models.rigid_body`).
     residual : bool
-        Kind ``"rigid-body"``: add a structured residual Lagrangian network.
+        Kinds ``"rigid-body"`` and ``"trigonometric"``: add a structured residual Lagrangian network.
+    harmonics : {1, 2}, optional
+        Kind ``"trigonometric"``: the harmonics of the angles in its basis
+        (default :func:`lnn.models.trigonometric.choose_basis`).
     dtype : {"float32", "float64"}
         Weights, computations and outputs.
     seed : int, optional
@@ -206,11 +209,15 @@ class LagrangianNetwork(keras.Model):
         xla: bool = True,
         prior=None,
         residual: bool = False,
+        harmonics: int | None = None,
         name: str | None = None,
         **kwargs,
     ) -> None:
         n_dof = _validate.positive("n_dof", n_dof, integer=True)
         kind_cls, convex_init = _check_options(kind, activation, convex, convex_init, epsilon, prior, residual)
+        if harmonics is not None and not kind_cls.takes_harmonics:
+            harmonic_kinds = [k for k, c in KINDS.items() if c.takes_harmonics]
+            raise ValueError(f"harmonics= applies to kind {' or '.join(map(repr, harmonic_kinds))} only, got {kind!r}")
         hidden = _hidden_widths(hidden)
         angular = _angular_flags(angular, n_dof)
         force_terms = friction_names(friction)
@@ -254,6 +261,7 @@ class LagrangianNetwork(keras.Model):
                 epsilon=self.epsilon,
                 prior=prior,
                 residual=bool(residual),
+                harmonics=harmonics,
             ),
         )
         object.__setattr__(self, "forces", tuple(FORCES[name](self) for name in force_terms))

@@ -110,6 +110,8 @@ class Kind:
     takes_residual : bool
         Whether the kind accepts ``residual=True`` (a residual Lagrangian,
         :class:`lnn.models.residual.ResidualLagrangian`); by default, the kinds that take a prior.
+    takes_harmonics : bool
+        Whether the kind accepts ``harmonics=`` (the trigonometric basis's, :mod:`lnn.models.trigonometric`).
     """
 
     name: ClassVar[str] = ""
@@ -121,6 +123,7 @@ class Kind:
     torque_loss_alone: ClassVar[bool] = True
     takes_prior: ClassVar[bool] = False
     takes_residual: ClassVar[bool | None] = None
+    takes_harmonics: ClassVar[bool] = False
 
     def __init__(self, model) -> None:
         self.model = model
@@ -137,7 +140,7 @@ class Kind:
             One seed per network (four available).
         options : dict
             ``activation``, ``dtype``, ``hidden``, ``convex``, ``convex_init``,
-            ``epsilon``, ``prior`` and ``residual`` of the model.
+            ``epsilon``, ``prior``, ``residual`` and ``harmonics`` of the model.
         """
         raise NotImplementedError
 
