@@ -148,6 +148,7 @@ class Basis:
 
     @property
     def n(self) -> int:
+        """Coordinates ``n``."""
         return len(self.angular)
 
     @property
