@@ -59,10 +59,6 @@ def _hidden_widths(hidden) -> tuple[int, ...]:
     return widths
 
 
-def _takes_residual(cls) -> bool:
-    return cls.takes_prior if cls.takes_residual is None else bool(cls.takes_residual)
-
-
 def _check_options(kind, activation, convex, convex_init, epsilon, prior=None, residual=False):
     """The kind class and ``convex_init`` after checking the kind-dependent options."""
     if kind not in KINDS:
@@ -70,8 +66,8 @@ def _check_options(kind, activation, convex, convex_init, epsilon, prior=None, r
     if prior is not None and not KINDS[kind].takes_prior:
         prior_kinds = [k for k, c in KINDS.items() if c.takes_prior]
         raise ValueError(f"prior= applies to kind {' or '.join(map(repr, prior_kinds))} only, got kind {kind!r}")
-    if residual and not _takes_residual(KINDS[kind]):
-        residual_kinds = [k for k, c in KINDS.items() if _takes_residual(c)]
+    if residual and not KINDS[kind].takes_residual:
+        residual_kinds = [k for k, c in KINDS.items() if c.takes_residual]
         raise ValueError(f"residual= applies to kind {' or '.join(map(repr, residual_kinds))} only, got kind {kind!r}")
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")

@@ -109,7 +109,7 @@ class Kind:
         Whether the kind is built from a ``prior=``.
     takes_residual : bool
         Whether the kind accepts ``residual=True`` (a residual Lagrangian,
-        :class:`lnn.models.residual.ResidualLagrangian`); by default, the kinds that take a prior.
+        :class:`lnn.models.residual.ResidualLagrangian`).
     takes_harmonics : bool
         Whether the kind accepts ``harmonics=`` (the trigonometric basis's, :mod:`lnn.models.trigonometric`).
     """
@@ -122,7 +122,7 @@ class Kind:
     convex: ClassVar[bool] = False
     torque_loss_alone: ClassVar[bool] = True
     takes_prior: ClassVar[bool] = False
-    takes_residual: ClassVar[bool | None] = None
+    takes_residual: ClassVar[bool] = False
     takes_harmonics: ClassVar[bool] = False
 
     def __init__(self, model) -> None:

@@ -66,6 +66,7 @@ class RigidBody(Kind):
     networks = NETWORKS
     mass_depends_on_qd = False
     takes_prior = True
+    takes_residual = True
 
     def build(self, *, n_features, seeds, options):
         """The inertia and armature variables from the prior, and the residual networks if asked."""
