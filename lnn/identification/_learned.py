@@ -48,7 +48,6 @@ import dataclasses
 import numpy as np
 
 from lnn.models.ensemble import Ensemble
-from lnn.models.forces import FORCES
 from lnn.models.network import LagrangianNetwork
 from lnn.train import fit
 
@@ -153,9 +152,7 @@ def _train_forces(base: dict, solution, train, held_out, learned, seconds, seed,
     for member in getattr(network, "members", (network,)):
         if start is not None:
             start(member)
-        for term in member.forces:
-            if FORCES[term.name].linear:
-                term.assign(solution.get(term.name))
+        solution.assign_forces(member)
     corrected = dataclasses.replace(train, tau=np.asarray(train.tau) - solution.deviation(train.trajectory))
     history = fit(
         network,

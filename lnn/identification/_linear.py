@@ -155,6 +155,12 @@ class LinearSolution:
             return np.zeros(self.layout.n)
         return self.z[self.layout.block(block)].copy()
 
+    def assign_forces(self, model) -> None:
+        """Set the coefficients of ``model``'s linear forces (its learned ones keep their weights)."""
+        for term in model.forces:
+            if FORCES[term.name].linear:
+                term.assign(self.get(term.name))
+
     def recording_offsets(self) -> dict[int, np.ndarray]:
         """Recording id -> the deviation ``o_k (n,)`` of its torque offset."""
         return {k: self.get(f"recording {k}") for k in self.layout.recordings}

@@ -448,8 +448,7 @@ def _rigid_model(chain, solution, terms: _Terms) -> LagrangianNetwork:
         dtype="float64",
     )
     model.kind_model.assign(solution.bodies, solution.get("armature"))
-    for term in model.forces:
-        term.assign(solution.get(term.name))
+    solution.assign_forces(model)
     return model
 
 
@@ -465,8 +464,7 @@ def _trigonometric_model(solution, terms: _Terms, basis: Basis) -> LagrangianNet
         dtype="float64",
     )
     model.kind_model.assign(solution.z[: solution.layout.inertial])
-    for term in model.forces:
-        term.assign(solution.get(term.name))
+    solution.assign_forces(model)
     return model
 
 

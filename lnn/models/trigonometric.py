@@ -306,10 +306,13 @@ class Trigonometric(Kind):
         n = self.model.n_dof
         return tf.reshape(tf.matmul(entries, self._scatter), (-1, n, n))
 
+    def _mass(self, phi):
+        """``M = sum_k Theta_k phi_k``, ``(B, n, n)``, at the basis values ``phi (B, K)``."""
+        return self._symmetric(tf.matmul(phi, self.model.trigonometric_mass, transpose_b=True))
+
     def kinetic(self, q, qd):
         """``1/2 qd^T M(q) qd`` (+ the residual's)."""
-        phi, _ = self._evaluate(q)
-        mass = self._symmetric(tf.matmul(phi, self.model.trigonometric_mass, transpose_b=True))
+        mass = self._mass(self._evaluate(q)[0])
         t = 0.5 * tf.einsum("bi,bij,bj->b", qd, mass, qd)
         return t + self._residual.kinetic(q, qd) if self.residual else t
 
@@ -339,7 +342,7 @@ class Trigonometric(Kind):
         """The basis's own terms (no residual); ``mass`` and ``grad_qd`` always."""
         m = self.model
         phi, grad = self._evaluate(q)
-        mass = self._symmetric(tf.matmul(phi, m.trigonometric_mass, transpose_b=True))
+        mass = self._mass(phi)
         p = tf.linalg.matvec(mass, qd)
         v = tf.linalg.matvec(phi[:, 1:], m.trigonometric_potential)
         value = 0.5 * tf.reduce_sum(qd * p, -1) - v
@@ -364,8 +367,7 @@ class Trigonometric(Kind):
 
     def mass_matrix(self, q, qd):
         """``M(q)`` (``qd`` unused)."""
-        phi, _ = self._evaluate(q)
-        mass = self._symmetric(tf.matmul(phi, self.model.trigonometric_mass, transpose_b=True))
+        mass = self._mass(self._evaluate(q)[0])
         return mass + self._residual.mass(q) if self.residual else mass
 
     def energy(self, q, qd):
@@ -394,36 +396,32 @@ class NumpyTrigonometric(NumpyKind):
     theta: np.ndarray
     beta: np.ndarray
 
-    def _mass(self, phi, grad):
+    def _symmetric(self, entries):
+        """``(B, pairs)`` upper-triangle entries -> ``(B, n, n)``."""
         n = self.basis.n
         rows, cols = self.basis.pairs
-        entries = phi @ self.theta.T
-        mass = np.zeros((phi.shape[0], n, n), dtype=phi.dtype)
-        mass[:, rows, cols] = entries
-        mass[:, cols, rows] = entries
-        return mass, np.einsum("bki,pk->bpi", grad, self.theta)
+        out = np.zeros((entries.shape[0], n, n), dtype=entries.dtype)
+        out[:, rows, cols] = entries
+        out[:, cols, rows] = entries
+        return out
 
     def mass_matrix(self, q, qd, basis):
         """``M(q)``."""
-        phi, grad = self.basis.evaluate(q)
-        return self._mass(phi, grad)[0]
+        return self._symmetric(self.basis.evaluate(q)[0] @ self.theta.T)
 
     def dynamics(self, q, qd, basis):
         """``M`` and ``dL/dq - (dM/dt) qd``."""
-        n = self.basis.n
         rows, cols = self.basis.pairs
         phi, grad = self.basis.evaluate(q)
-        mass, d_entries = self._mass(phi, grad)
+        mass = self._symmetric(phi @ self.theta.T)
+        d_entries = np.einsum("bki,pk->bpi", grad, self.theta)  # d M_ab / d q_i, (B, pairs, n)
         quad = qd[:, rows] * qd[:, cols] * np.where(rows == cols, 1.0, 2.0)
         grad_q = 0.5 * np.einsum("bpi,bp->bi", d_entries, quad) - np.einsum("bki,k->bi", grad[:, 1:], self.beta)
-        rate_entries = np.einsum("bpi,bi->bp", d_entries, qd)
-        rate = np.zeros((q.shape[0], n, n), dtype=mass.dtype)
-        rate[:, rows, cols] = rate_entries
-        rate[:, cols, rows] = rate_entries
+        rate = self._symmetric(np.einsum("bpi,bi->bp", d_entries, qd))  # dM/dt
         return mass, grad_q - np.einsum("bij,bj->bi", rate, qd)
 
     def energy(self, q, qd, basis):
         """``E = 1/2 qd^T M qd + V``."""
-        phi, grad = self.basis.evaluate(q)
-        mass = self._mass(phi, grad)[0]
+        phi = self.basis.evaluate(q)[0]
+        mass = self._symmetric(phi @ self.theta.T)
         return 0.5 * np.einsum("bi,bij,bj->b", qd, mass, qd) + phi[:, 1:] @ self.beta
