@@ -87,8 +87,8 @@ def test_the_friction_argument_names_registered_terms():
     assert friction_names("coulomb+viscous") == ("viscous", "coulomb")
     assert friction_names("network+damping") == ("damping", "network")
     assert friction_names(None) == ()
-    with pytest.raises(ValueError, match="unknown: 'stribeck'"):
-        friction_names("viscous+stribeck")
+    with pytest.raises(ValueError, match="unknown: 'hysteresis'"):
+        friction_names("viscous+hysteresis")
     with pytest.raises(TypeError, match="friction must be None or a string"):
         friction_names(["viscous"])
 
@@ -209,6 +209,76 @@ def test_linear_forces_give_least_squares_their_columns():
         np.testing.assert_allclose(term.coefficients(), values, rtol=1e-12)
         # the torque the term costs at joint j is coefficient_j * basis[:, j]
         np.testing.assert_allclose(-term.force(tf.constant(q), tf.constant(qd)).numpy(), values * basis, rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- refinements of Coulomb
+
+
+REFINEMENTS = {  # name -> (features, its closed form: the bases (features, N, n) at v0)
+    "stribeck": (
+        3,
+        lambda q, qd, v0: np.stack([np.exp(-((qd / vs) ** 2)) * np.tanh(qd / v0) for vs in (0.03, 0.1, 0.3)]),
+    ),
+    "position_coulomb": (
+        4,
+        lambda q, qd, v0: (
+            np.stack([(1 + np.cos(q)) / 2, (1 - np.cos(q)) / 2, (1 + np.sin(q)) / 2, (1 - np.sin(q)) / 2])
+            * np.tanh(qd / v0)
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(REFINEMENTS))
+def test_the_refinements_of_coulomb_are_linear_passive_and_twinned(name, tmp_path):
+    """Stribeck and the position-dependent Coulomb level: several features per joint, each column with the
+    sign of ``qd``, coefficients ``>= 0``; passive on 1e5 wide states, TF = numpy = the least-squares torque."""
+    features, closed_form = REFINEMENTS[name]
+    v0 = 0.02
+    model = _model(f"viscous+{name}", friction_velocity=v0)
+    term = next(t for t in model.forces if t.name == name)
+    cls = type(term)
+    assert cls.linear and cls.nonnegative and cls.dissipative and cls.refinement and cls.features == features
+    assert cls.blocks() == tuple(f"{name}[{k}]" for k in range(features))
+    rng = np.random.default_rng(21)
+    k = rng.uniform(0.0, 2.0, (features, 2))
+    term.assign(k)
+    np.testing.assert_allclose(term.coefficients(), k, rtol=1e-12, atol=1e-12)
+    q = rng.uniform(-2 * np.pi, 2 * np.pi, (WIDE_STATES, 2))
+    qd = rng.uniform(-1.0, 1.0, (WIDE_STATES, 2)) * 10.0 ** rng.uniform(-6, 1, (WIDE_STATES, 1))
+    bases = cls.bases(q, qd, velocity=v0)
+    assert bases.shape == (features, WIDE_STATES, 2) and bases.dtype == np.float64
+    np.testing.assert_allclose(bases, closed_form(q, qd, v0), rtol=0, atol=1e-15)
+    with pytest.raises(TypeError, match=f"{features} features per joint"):
+        cls.basis(q, qd, velocity=v0)
+    f_tf = term.force(tf.constant(q), tf.constant(qd)).numpy()
+    f_np = term.numpy(np.float64).force(q, qd)
+    expected = -np.einsum("kj,knj->nj", k, bases)
+    for f in (f_tf, f_np, -cls.torque(k, q, qd, velocity=v0)):
+        np.testing.assert_allclose(f, expected, rtol=1e-12, atol=1e-14)
+        assert np.all(qd * f <= 0.0)  # every joint, every state: passive
+    total = -model.friction(qd, q=q).numpy()
+    assert np.count_nonzero(np.sum(qd * total, axis=-1) > 1e-12) == 0
+    model.save(tmp_path / "refined.keras")
+    loaded = lnn.load_model(tmp_path / "refined.keras")
+    again = next(t for t in loaded.forces if t.name == name)
+    np.testing.assert_array_equal(again.coefficients(), term.coefficients())
+    np.testing.assert_array_equal(loaded.friction(qd[:50], q=q[:50]).numpy(), model.friction(qd[:50], q=q[:50]).numpy())
+
+
+@pytest.mark.slow
+def test_unforced_rollouts_with_the_refinements_never_gain_energy():
+    model = _model("viscous+coulomb+stribeck+position_coulomb", friction_velocity=0.01)
+    rng = np.random.default_rng(13)
+    for term in model.forces:
+        term.assign(rng.uniform(0.0, 0.3, np.shape(term.coefficients())))
+    q0, qd0 = rng.uniform(-np.pi, np.pi, (4, 2)), rng.normal(0.0, 2.0, (4, 2))
+    t = np.linspace(0.0, 100.0, 2001)
+    trajectory = lnn.rollout(model, q0, qd0, t, method="LSODA", rtol=1e-10, atol=1e-10)
+    energy = np.asarray(trajectory.energy)
+    gain = energy - np.minimum.accumulate(energy, axis=1)
+    assert gain.max() <= 1e-7 * np.abs(energy[:, :1]).max(), gain.max()
+    assert np.all(energy[:, -1] < energy[:, 0] - 1e-3)
 
 
 # ----------------------------------------------------------------------------- the network force

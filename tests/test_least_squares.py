@@ -317,8 +317,8 @@ def test_bad_input_is_named(arm_case):
 
     with pytest.raises(ValueError, match=r"dataset\.tau is missing"):
         least_squares(NoTorques(), prior)
-    with pytest.raises(ValueError, match=r"friction must be None or terms joined by .*got 'stribeck'"):
-        least_squares(data, prior, friction="stribeck")
+    with pytest.raises(ValueError, match=r"friction must be None or terms joined by .*got 'hysteresis'"):
+        least_squares(data, prior, friction="hysteresis")
     with pytest.raises(ValueError, match=r"friction_velocity must be a finite number > 0.*got 0"):
         least_squares(data, prior, friction_velocity=0)
     with pytest.raises(TypeError, match=r"robot must be a simulations.URDFRobot .*got PlanarArm"):

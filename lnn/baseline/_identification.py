@@ -61,8 +61,9 @@ class IdentifiedFriction:
     velocity : float
         The smoothing velocity ``v0``.
     coefficients : dict of str to ndarray
-        Every linear force fitted (the registry's name -> its coefficient per
-        joint ``(n,)``), ``viscous`` and ``coulomb`` included.
+        Every linear force fitted (the registry's name -> its coefficients,
+        ``(n,)``, or ``(features, n)`` for a force of several features such as
+        ``stribeck``), ``viscous`` and ``coulomb`` included.
     """
 
     viscous: np.ndarray
@@ -87,7 +88,7 @@ class IdentifiedFriction:
         q_flat = np.zeros_like(flat) if q is None else np.asarray(q, np.float64).reshape(flat.shape)
         total = np.zeros_like(flat)
         for name, k in self._terms().items():
-            total += k * FORCES[name].basis(q_flat, flat, velocity=self.velocity)
+            total += FORCES[name].torque(k, q_flat, flat, velocity=self.velocity)
         return -total.reshape(qd.shape)
 
     def _terms(self) -> dict:
@@ -355,7 +356,7 @@ class _Columns:
 
     n_links: int
     n_dof: int
-    extras: tuple[str, ...]  # "armature"?, the linear forces' names, "offset"?
+    extras: tuple[str, ...]  # "armature"?, the linear forces' blocks (a block per feature), "offset"?
 
     @property
     def size(self) -> int:
@@ -375,15 +376,17 @@ def _regressor(pin, model, columns: _Columns, q, qd, qdd, velocity: float) -> np
     for k in range(count):
         out[k, :, :inertial] = pin.computeJointTorqueRegressor(model, data, q[k], qd[k], qdd[k])
     rows = np.arange(n)
+    values = {"armature": qdd, "offset": np.ones_like(qd)}
+    for name in dict.fromkeys(_force_of(e) for e in columns.extras if e not in values):
+        values.update(zip(FORCES[name].blocks(), FORCES[name].bases(q, qd, velocity=velocity)))
     for extra in columns.extras:
-        if extra == "armature":
-            values = qdd
-        elif extra == "offset":
-            values = np.ones_like(qd)
-        else:
-            values = FORCES[extra].basis(q, qd, velocity=velocity)
-        out[:, rows, columns.slice(extra).start + rows] = values
+        out[:, rows, columns.slice(extra).start + rows] = values[extra]
     return out
+
+
+def _force_of(block: str) -> str:
+    """The force of a least-squares block (``"stribeck[1]"`` -> ``"stribeck"``)."""
+    return block.split("[", 1)[0]
 
 
 def _probe_states(model, n_states: int, rng: np.random.Generator):
@@ -427,7 +430,7 @@ def _parse_friction(friction, offset) -> tuple[tuple[str, ...], bool]:
     learned = [name for name in names if not FORCES[name].linear]
     if learned:
         raise ValueError(
-            f"least_squares fits the forces linear in one coefficient per joint; {', '.join(map(repr, learned))} "
+            f"least_squares fits the forces linear in their coefficients; {', '.join(map(repr, learned))} "
             f"of friction={friction!r} is not (lnn.identify learns it); linear forces: "
             f"{', '.join(n for n, c in FORCES.items() if c.linear and n != 'offset')}"
         )
@@ -511,7 +514,10 @@ def _physical(regressor, tau, weights, columns: _Columns, theta, prior, regulari
     target = (tau * weights).reshape(-1)
     nonnegative = np.concatenate(
         [np.zeros(0, bool)]
-        + [np.full(columns.n_dof, e == "armature" or (e != "offset" and FORCES[e].nonnegative)) for e in columns.extras]
+        + [
+            np.full(columns.n_dof, e == "armature" or (e != "offset" and FORCES[_force_of(e)].nonnegative))
+            for e in columns.extras
+        ]
     )
     pull = np.concatenate([nearest_physical(prior[:inertial]).reshape(-1), theta[inertial:]])
     fit = physical_least_squares(
@@ -655,7 +661,8 @@ def least_squares(
     n = model.nv
     q, qd, qdd, tau = _dataset_arrays(dataset, n)
     weights = _weights(torque_std, tau)
-    extras = (("armature",) if armature else ()) + extras_friction + (("offset",) if fit_offset else ())
+    blocks = tuple(block for name in extras_friction for block in FORCES[name].blocks())
+    extras = (("armature",) if armature else ()) + blocks + (("offset",) if fit_offset else ())
     columns = _Columns(n_links=model.njoints - 1, n_dof=n, extras=extras)
     independent, projection = _base_structure(
         pin, model, columns, float(friction_velocity), float(rank_tolerance), int(seed)
@@ -695,6 +702,15 @@ def least_squares(
     )
 
 
+def _force_coefficients(extra: dict) -> dict:
+    """Force name -> its coefficients, ``(n,)`` or ``(features, n)``, from the blocks' ``(n,)`` each."""
+    out = {}
+    for name in dict.fromkeys(_force_of(e) for e in extra if e not in ("armature", "offset")):
+        values = np.stack([extra[block] for block in FORCES[name].blocks()])
+        out[name] = values[0] if FORCES[name].features == 1 else values
+    return out
+
+
 def _assemble(
     pin,
     model,
@@ -728,7 +744,7 @@ def _assemble(
             coulomb=extra.get("coulomb", zeros),
             offset=extra.get("offset", zeros),
             velocity=velocity,
-            coefficients={e: v for e, v in extra.items() if e not in ("armature", "offset")},
+            coefficients=_force_coefficients(extra),
         )
         if has_friction
         else None

@@ -92,10 +92,11 @@ class Layout:
 
     @property
     def blocks(self) -> tuple[str, ...]:
-        """The per-joint blocks of the extras, in order."""
+        """The per-joint blocks of the extras, in order (a force of several features has one block each)."""
         offsets = ("offset",) if self.offset else ()
         armature = ("armature",) if self.armature else ()
-        return (*armature, *self.forces, *offsets, *(f"recording {k}" for k in self.recordings))
+        forces = tuple(block for name in self.forces for block in FORCES[name].blocks())
+        return (*armature, *forces, *offsets, *(f"recording {k}" for k in self.recordings))
 
     @property
     def size(self) -> int:
@@ -104,7 +105,8 @@ class Layout:
 
     def nonnegative(self) -> np.ndarray:
         """Which extras are ``>= 0`` (the armature and the nonnegative forces), ``(size - inertial,)``."""
-        flags = [True] * self.armature + [bool(FORCES[name].nonnegative) for name in self.forces]
+        flags = [True] * self.armature
+        flags += [bool(FORCES[name].nonnegative) for name in self.forces for _ in FORCES[name].blocks()]
         flags += [False] * (len(self.blocks) - len(flags))
         return np.repeat(flags, self.n)
 
@@ -150,16 +152,21 @@ class LinearSolution:
         return self.z[: self.layout.inertial].reshape(-1, self.layout.body_columns)
 
     def get(self, block: str) -> np.ndarray:
-        """The coefficients ``(n,)`` of ``block`` (``"armature"``, a force, ``"offset"``; zeros if absent)."""
+        """The coefficients ``(n,)`` of ``block`` (``"armature"``, a force's block, ``"offset"``; zeros if absent)."""
         if block not in self.layout.blocks:
             return np.zeros(self.layout.n)
         return self.z[self.layout.block(block)].copy()
+
+    def force(self, name: str) -> np.ndarray:
+        """The coefficients of the linear force ``name``: ``(n,)``, or ``(features, n)`` with several features."""
+        values = np.stack([self.get(block) for block in FORCES[name].blocks()])
+        return values[0] if FORCES[name].features == 1 else values
 
     def assign_forces(self, model) -> None:
         """Set the coefficients of ``model``'s linear forces (its learned ones keep their weights)."""
         for term in model.forces:
             if FORCES[term.name].linear:
-                term.assign(self.get(term.name))
+                term.assign(self.force(term.name))
 
     def recording_offsets(self) -> dict[int, np.ndarray]:
         """Recording id -> the deviation ``o_k (n,)`` of its torque offset."""
@@ -178,7 +185,8 @@ def columns(layout: Layout, bodies: np.ndarray, data, velocity: float) -> np.nda
     """The matrix ``A (N n, size)`` of ``tau = A z`` on ``data`` (``bodies``: its rigid regressor ``(N, n, 10 nb)``)."""
     q, qd, qdd = (np.asarray(getattr(data, k), np.float64) for k in ("q", "qd", "qdd"))
     N, n = q.shape
-    blocks = [qdd] * layout.armature + [FORCES[name].basis(q, qd, velocity=velocity) for name in layout.forces]
+    forces = [basis for name in layout.forces for basis in FORCES[name].bases(q, qd, velocity=velocity)]
+    blocks = [qdd] * layout.armature + forces
     if layout.offset:
         blocks.append(np.ones_like(q))
     trajectory = np.asarray(data.trajectory)
@@ -262,7 +270,7 @@ def _uses_velocity(layout: Layout, data) -> bool:
     q, qd = np.asarray(data.q, np.float64), np.asarray(data.qd, np.float64)
     low, high = FRICTION_VELOCITIES[0], FRICTION_VELOCITIES[-1]
     return any(
-        not np.array_equal(FORCES[f].basis(q, qd, velocity=low), FORCES[f].basis(q, qd, velocity=high))
+        not np.array_equal(FORCES[f].bases(q, qd, velocity=low), FORCES[f].bases(q, qd, velocity=high))
         for f in layout.forces
     )
 
@@ -275,22 +283,27 @@ def fit_bounded(layout: Layout, prior_bodies, bodies: np.ndarray, data, settings
     """The ridge solution towards the prior with the nonnegative forces' coefficients ``>= 0`` and no other
     constraint: the fit of a Lagrangian linear in parameters that have no physical set of their own
     (:mod:`lnn.models.trigonometric`; the friction stays dissipative)."""
+    A = columns(layout, bodies, data, settings.velocity)
+    z = _bounded(A, _targets(data), layout, _prior(layout, prior_bodies), settings.weight)
+    return LinearSolution(layout, z, settings.velocity, settings)
+
+
+def _bounded(A: np.ndarray, b: np.ndarray, layout: Layout, prior: np.ndarray, weight: float) -> np.ndarray:
+    """The ridge solution of ``A z = b`` towards ``prior`` with the nonnegative extras ``>= 0`` (BVLS, only
+    when a bound binds)."""
     from scipy.optimize import lsq_linear
 
-    A = columns(layout, bodies, data, settings.velocity)
-    b = _targets(data)
-    prior = _prior(layout, prior_bodies)
     lower = np.concatenate([np.full(layout.inertial, -np.inf), np.where(layout.nonnegative(), 0.0, -np.inf)])
-    start = ridge(A, b, prior, settings.weight)
+    start = ridge(A, b, prior, weight)
     if np.all(start >= lower):
-        return LinearSolution(layout, start, settings.velocity, settings)
+        return start
     scale = np.linalg.norm(A, axis=0)  # the ridge of :func:`lnn.physical_fit.ridge`, as rows
     scale = np.maximum(scale, 1e-6 * scale.max())
-    pull = np.sqrt(settings.weight) * scale
+    pull = np.sqrt(weight) * scale
     fit = lsq_linear(
         np.concatenate([A, np.diag(pull)]), np.concatenate([b, pull * prior]), bounds=(lower, np.inf), method="bvls"
     )
-    return LinearSolution(layout, fit.x, settings.velocity, settings)
+    return fit.x
 
 
 def fit_physical(layout: Layout, prior_bodies, bodies: np.ndarray, data, settings: Settings) -> LinearSolution:

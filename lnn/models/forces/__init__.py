@@ -11,16 +11,18 @@ side by side, a subclass of :class:`Force` registered under its name
 (:mod:`lnn.models.forces.base` holds the base classes and the registry; a
 force module imports that module only):
 
-=================  ============================================================  ===========  ======
-name               force                                                         dissipative  linear
-=================  ============================================================  ===========  ======
-``damping``        ``-D qd``, ``D`` a constant SPD matrix (``damping=True``)     yes          no
-``viscous``        ``-b_j qd_j`` per joint, ``b_j >= 0``                         yes          yes
-``coulomb``        ``-c_j tanh(qd_j / v0)`` per joint, ``c_j >= 0``              yes          yes
-``offset``         ``-o_j`` per joint, a constant torque bias (any sign)         no           yes
-``network``        ``-g_j(q, qd) tanh(qd_j / v0)``, ``g = softplus(MLP) >= 0``   yes          no
-``joint_network``  ``-g_j(q_j, qd_j) tanh(qd_j / v0)``, one small MLP per joint  yes          no
-=================  ============================================================  ===========  ======
+====================  ========================================================================  ===========  ======
+name                  force                                                                     dissipative  linear
+====================  ========================================================================  ===========  ======
+``damping``           ``-D qd``, ``D`` a constant SPD matrix (``damping=True``)                 yes          no
+``viscous``           ``-b_j qd_j`` per joint, ``b_j >= 0``                                     yes          yes
+``coulomb``           ``-c_j tanh(qd_j / v0)`` per joint, ``c_j >= 0``                          yes          yes
+``offset``            ``-o_j`` per joint, a constant torque bias (any sign)                     no           yes
+``network``           ``-g_j(q, qd) tanh(qd_j / v0)``, ``g = softplus(MLP) >= 0``               yes          no
+``joint_network``     ``-g_j(q_j, qd_j) tanh(qd_j / v0)``, one small MLP per joint              yes          no
+``stribeck``          ``-sum_k s_jk exp(-(qd_j / vs_k)^2) tanh(qd_j / v0)``, ``s_jk >= 0``      yes          yes
+``position_coulomb``  ``-c_j(q_j) tanh(qd_j / v0)``, ``c_j(q) >= 0`` a first harmonic of ``q``  yes          yes
+====================  ========================================================================  ===========  ======
 
 ``LagrangianNetwork(..., friction="viscous+coulomb+network")`` names the
 terms joined by ``+`` (:func:`friction_names` parses it, the one parser);
@@ -70,5 +72,5 @@ __all__ = [
 
 # Registration order = the order of the terms in ``friction=`` and of their variables (saved
 # files depend on it): imported one by one, in this order.
-for _module in ("damping", "viscous", "coulomb", "offset", "network", "joint_network"):
+for _module in ("damping", "viscous", "coulomb", "offset", "network", "joint_network", "stribeck", "position_coulomb"):
     importlib.import_module(f"lnn.models.forces.{_module}")

@@ -129,17 +129,22 @@ class Force:
     - :meth:`parameters`, the physical parameters for reports.
 
     **Linear forces** (``linear = True``, e.g. :class:`LinearForce`) are per
-    joint and linear in one coefficient per joint: the torque the term costs
-    at joint ``j`` is ``coefficient_j * basis[:, j]``, so least squares
+    joint and linear in their coefficients: ``features`` coefficients per
+    joint (one for most), the torque the term costs at joint ``j`` being
+    ``sum_k coefficient_kj * basis_k[:, j]``, so least squares
     (:mod:`lnn.identification`, :func:`lnn.baseline.least_squares`) fits
     them from their file alone, through
 
-    - ``@classmethod basis(cls, q, qd, *, velocity) -> numpy.ndarray (N, n)``
+    - ``@classmethod bases(cls, q, qd, *, velocity) -> numpy.ndarray (features, N, n)``
       (numpy float64; ``velocity`` the model's ``friction_velocity``): the
       regressor columns, e.g. ``qd`` (viscous), ``tanh(qd / velocity)``
-      (Coulomb), ones (offset);
-    - ``coefficients() -> numpy.ndarray (n,)`` and ``assign(coefficients)``
-      on the instance (``f = -coefficients * basis``).
+      (Coulomb), ones (offset); ``basis`` is the one of a one-feature force,
+      ``(N, n)``;
+    - ``@classmethod blocks(cls)``: the names of the least-squares blocks of
+      ``n`` columns each (the force's name, or ``name[k]`` per feature);
+    - ``coefficients() -> numpy.ndarray (n,)`` (``(features, n)`` with
+      several features) and ``assign(coefficients)`` on the instance
+      (``f = -sum_k coefficients_k * basis_k``).
 
     Class attributes
     ----------------
@@ -154,6 +159,11 @@ class Force:
     nonnegative : bool
         The coefficients of a linear force are ``>= 0`` (viscous, Coulomb); an
         offset's are free.
+    refinement : bool
+        A linear force that refines another's shape (Stribeck, a Coulomb level
+        that changes with the position): :func:`lnn.identify` tries its
+        columns with and without it and lets the leave-one-recording-out
+        validation choose (few or short logs can fit a refinement to noise).
     needs_q : bool
         The force depends on ``q`` (``model.friction(qd)`` then needs ``q=``).
     """
@@ -162,6 +172,7 @@ class Force:
     dissipative: ClassVar[bool] = True
     linear: ClassVar[bool] = False
     nonnegative: ClassVar[bool] = False
+    refinement: ClassVar[bool] = False
     needs_q: ClassVar[bool] = False
 
     def __init__(self, model) -> None:
@@ -195,14 +206,16 @@ class Force:
 
 
 class NumpyLinearForce(NumpyForce):
-    """The numpy twin of a :class:`LinearForce`: ``-coefficients * columns(numpy, q, qd, velocity)``."""
+    """The numpy twin of a :class:`LinearForce`: ``-sum_k coefficients_k * columns_k(numpy, q, qd, velocity)``."""
 
     def __init__(self, coefficients: np.ndarray, columns, velocity: float) -> None:
         self.coefficients, self.columns, self.velocity = coefficients, columns, velocity
 
     def force(self, q, qd):
-        """``-coefficients * basis``, shape ``(B, n)``."""
-        return -self.coefficients * self.columns(np, q, qd, self.velocity)
+        """``-sum_k coefficients_k * basis_k``, shape ``(B, n)``."""
+        if self.coefficients.ndim == 1:
+            return -self.coefficients * self.columns(np, q, qd, self.velocity)
+        return -sum(k * column for k, column in zip(self.coefficients, self.columns(np, q, qd, self.velocity)))
 
 
 class LinearForce(Force):
@@ -222,22 +235,35 @@ class LinearForce(Force):
     nonnegative : bool
         ``k >= 0`` (stored raw, through softplus: ``k = softplus(raw)``);
         default True.
+    features : int
+        Coefficients per joint (default 1): with more, :meth:`columns`
+        returns one basis per feature and the variable has shape
+        ``(features, n)``.
     """
 
     linear: ClassVar[bool] = True
     nonnegative: ClassVar[bool] = True
     variable: ClassVar[str] = ""
     initial: ClassVar[float] = 0.01
+    features: ClassVar[int] = 1
 
     def __init__(self, model) -> None:
         super().__init__(model)
         if not self.variable:
             raise TypeError(f"{type(self).__qualname__} must name its variable (class attribute 'variable')")
-        setattr(model, self.variable, joint_vector(model, self.variable, self.initial, positive=self.nonnegative))
+        if self.features == 1:
+            var = joint_vector(model, self.variable, self.initial, positive=self.nonnegative)
+        else:
+            shape = (self.features, model.n_dof)
+            var = model.add_weight(name=self.variable, shape=shape, initializer="zeros", dtype=model.dtype)
+            start = softplus_inverse(self.initial / self.features) if self.nonnegative else self.initial
+            var.assign(np.full(shape, start, dtype=model.dtype))
+        setattr(model, self.variable, var)
 
     @staticmethod
     def columns(xp, q, qd, velocity):
-        """The basis ``phi(q, qd)``, shape ``(B, n)``, in the array library ``xp``.
+        """The basis ``phi(q, qd)``, shape ``(B, n)``, in the array library ``xp`` (with ``features > 1``: a
+        tuple of ``features`` such bases).
 
         Parameters
         ----------
@@ -251,8 +277,34 @@ class LinearForce(Force):
         raise NotImplementedError
 
     @classmethod
+    def blocks(cls) -> tuple[str, ...]:
+        """The names of the term's least-squares blocks (``n`` columns each): its name, or ``name[k]`` per feature."""
+        return (cls.name,) if cls.features == 1 else tuple(f"{cls.name}[{k}]" for k in range(cls.features))
+
+    @classmethod
+    def bases(cls, q, qd, *, velocity: float) -> np.ndarray:
+        """The least-squares columns of every feature: the torque of joint ``j`` is
+        ``sum_k coefficients()[k, j] * bases[k, :, j]``.
+
+        Parameters
+        ----------
+        q, qd : array_like, shape ``(N, n)``
+        velocity : float
+            The model's ``friction_velocity``.
+
+        Returns
+        -------
+        numpy.ndarray, shape ``(features, N, n)``, float64
+        """
+        q, qd = np.asarray(q, np.float64), np.asarray(qd, np.float64)
+        out = cls.columns(np, q, qd, float(velocity))
+        out = (out,) if cls.features == 1 else tuple(out)
+        return np.stack([np.broadcast_to(np.asarray(b, np.float64), qd.shape) for b in out])
+
+    @classmethod
     def basis(cls, q, qd, *, velocity: float) -> np.ndarray:
-        """The least-squares columns: the torque of joint ``j`` is ``coefficients()[j] * basis[:, j]``.
+        """The least-squares columns of a one-feature force: the torque of joint ``j`` is
+        ``coefficients()[j] * basis[:, j]``.
 
         Parameters
         ----------
@@ -263,20 +315,39 @@ class LinearForce(Force):
         Returns
         -------
         numpy.ndarray, shape ``(N, n)``, float64
+
+        Raises
+        ------
+        TypeError
+            For a force of several features (use :meth:`bases`).
         """
-        q, qd = np.asarray(q, np.float64), np.asarray(qd, np.float64)
-        return np.asarray(np.broadcast_to(cls.columns(np, q, qd, float(velocity)), qd.shape), np.float64)
+        if cls.features != 1:
+            raise TypeError(f"force {cls.name!r} has {cls.features} features per joint: use {cls.__name__}.bases")
+        return cls.bases(q, qd, velocity=velocity)[0]
+
+    @classmethod
+    def torque(cls, coefficients, q, qd, *, velocity: float) -> np.ndarray:
+        """The torque the term costs, ``sum_k coefficients_k * basis_k``, shape ``(N, n)`` (numpy float64).
+
+        Parameters
+        ----------
+        coefficients : array_like, shape ``(n,)`` or ``(features, n)``
+        q, qd : array_like, shape ``(N, n)``
+        velocity : float
+        """
+        k = np.asarray(coefficients, np.float64).reshape(cls.features, -1)
+        return np.einsum("kj,knj->nj", k, cls.bases(q, qd, velocity=velocity))
 
     def _coefficients(self):
         var = getattr(self.model, self.variable)
         return positive(var) if self.nonnegative else tf.convert_to_tensor(var)
 
     def coefficients(self) -> np.ndarray:
-        """The current coefficients ``k``, shape ``(n,)``."""
+        """The current coefficients ``k``, shape ``(n,)`` (``(features, n)`` with several features)."""
         return np.asarray(self._coefficients())
 
     def assign(self, coefficients) -> None:
-        """Set ``k`` (``(n,)``; clipped at 1e-12 when ``nonnegative``)."""
+        """Set ``k`` (``(n,)`` or ``(features, n)``; clipped at 1e-12 when ``nonnegative``)."""
         var = getattr(self.model, self.variable)
         values = np.broadcast_to(np.asarray(coefficients, np.float64), tuple(var.shape))
         if self.nonnegative:
@@ -285,8 +356,12 @@ class LinearForce(Force):
             var.assign(values.astype(np.dtype(str(var.dtype))))
 
     def force(self, q, qd):
-        """``-k * phi(q, qd)``."""
-        return -self._coefficients() * self.columns(tf, q, qd, self.model.friction_velocity)
+        """``-sum_k k_k * phi_k(q, qd)``."""
+        k = self._coefficients()
+        phi = self.columns(tf, q, qd, self.model.friction_velocity)
+        if self.features == 1:
+            return -k * phi
+        return -tf.add_n([k[i] * phi[i] for i in range(self.features)])
 
     def numpy(self, dtype):
         """:class:`NumpyLinearForce` of the current ``k``."""
