@@ -324,7 +324,8 @@ def least_squares_baseline(logs: PandaLogs) -> dict[str, np.ndarray]:
     (the base parameters of the URDF's chain, viscous + Coulomb + offset per
     joint), plain and physically consistent, with the truth's smoothing
     velocity (the same friction columns) and with ``lnn``'s default 0.01 rad/s;
-    then least squares on the torques less the true friction (train and test),
+    least squares with the refinements of Coulomb (``stribeck``, ``position_coulomb``: columns that
+    ``lnn.identify``'s validation may add); then least squares on the torques less the true friction (train and test),
     what a perfect friction model would leave to the rigid body. The truth's
     own MSE on the test logs is the floor no model passes: the noise, the
     test recordings' biases (unknowable from the training logs) and the error
@@ -347,6 +348,10 @@ def least_squares_baseline(logs: PandaLogs) -> dict[str, np.ndarray]:
             logs.train, logs.nominal, friction="viscous+coulomb", friction_velocity=velocity, physical=physical
         )
         out[label] = torque_mse(fit, logs.test)
+    # the same least squares with the refinements of Coulomb that identify's validation may keep
+    refined = "viscous+coulomb+stribeck+position_coulomb"
+    fit = least_squares(logs.train, logs.nominal, friction=refined, friction_velocity=v0)
+    out[f"least squares + Stribeck + position-dependent Coulomb, v0 = {v0:g}"] = torque_mse(fit, logs.test)
 
     # the bound of a perfect friction model: least squares on the torques less the true friction
     def frictionless(data):

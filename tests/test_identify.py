@@ -145,7 +145,11 @@ def test_identify_with_a_urdf_prior_recovers_planted_bodies_biases_and_friction_
     )
     truth = _robot(tmp_path, "truth", m1=1.0, m2=0.8, friction=friction)
     prior = _robot(tmp_path, "prior", m1=1.0, m2=0.5)
-    model = lnn.identify(_logs(truth), prior=prior, time_limit=60.0, seed=0, residual_lagrangian=False)
+    # the linear friction of the classical fit only (no refinements): what the learned friction must take
+    friction_ = "viscous+coulomb+joint_network"
+    model = lnn.identify(
+        _logs(truth), prior=prior, friction=friction_, time_limit=60.0, seed=0, residual_lagrangian=False
+    )
     report = model.report
     assert [s.name for s in report.stages] == ["nominal", "rigid body", "residual"]
     nominal, rigid, learned = report.stages
@@ -194,6 +198,44 @@ def test_a_linear_force_registered_in_a_test_file_is_fitted_by_identify_and_the_
         np.testing.assert_allclose(model.network.friction_parameters()["drag-test"], k, atol=2e-3)
     finally:
         FORCES.pop("drag-test")
+
+
+@pytest.mark.robots
+def test_the_refinements_of_coulomb_are_kept_where_the_friction_has_them_and_least_squares_fits_them(tmp_path):
+    """Planted Stribeck and position-dependent Coulomb friction (passive, inside the refinements' span): least
+    squares with the refinements reproduces new logs to their noise, without them it cannot; identify's
+    leave-one-recording-out validation keeps them, and the friction it fits is passive."""
+    from lnn.baseline import least_squares
+    from lnn.models.forces import FORCES
+
+    v0 = 0.01
+    stribeck = np.array([[0.0, 0.05], [0.12, 0.0], [0.03, 0.02]])  # (3 fall-offs, 2 joints), N m
+    position = np.array([[0.1, 0.0], [0.0, 0.06], [0.05, 0.0], [0.0, 0.02]])  # (4 factors, 2 joints), N m
+
+    def planted(q, qd):
+        refinements = (("stribeck", stribeck), ("position_coulomb", position))
+        return sum(FORCES[name].torque(k, q, qd, velocity=v0) for name, k in refinements) + 0.04 * qd
+
+    robot = _robot(tmp_path, "robot", m1=1.0, m2=0.8)
+    data = _logs(robot, extra=planted, biased=False)
+    held_out = _logs(robot, extra=planted, biased=False, seed=1)
+
+    def error(system):
+        tau = np.asarray(system.inverse_dynamics(held_out.q, held_out.qd, held_out.qdd))
+        return float(np.mean((tau - held_out.tau) ** 2))
+
+    refined = least_squares(data, robot, friction="viscous+coulomb+stribeck+position_coulomb", friction_velocity=v0)
+    plain = least_squares(data, robot, friction="viscous+coulomb", friction_velocity=v0)
+    assert refined.friction.coefficients["stribeck"].shape == (3, 2)
+    assert refined.friction.coefficients["position_coulomb"].shape == (4, 2)
+    assert error(refined) < 2e-6  # the noise is 1e-6 N^2 m^2
+    assert error(plain) > 10 * error(refined)
+    model = lnn.identify(data, prior=robot, residual=False, seed=0)
+    assert {"stribeck", "position_coulomb"} <= {term.name for term in model.network.forces}
+    assert error(model) < 2e-6
+    for term in model.network.forces:
+        if FORCES[term.name].nonnegative:
+            assert np.all(term.coefficients() >= 0.0)
 
 
 def test_identify_returns_a_calibrated_ensemble_through_the_same_stages(data, held_out, monkeypatch):

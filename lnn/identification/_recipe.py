@@ -22,13 +22,17 @@ __all__ = ["DEFAULT_FRICTION", "DEFAULT_TIME", "OFFSETS", "STATE_SHARE", "identi
 
 #: Time budget (s) of the trained stages when ``time_limit`` is None.
 DEFAULT_TIME = 120.0
-#: The forces of ``identify``'s default: the linear viscous and Coulomb terms (least squares fits them),
-#: and the passive friction of each joint's own state (``joint_network``) that the residual stage learns.
-#: Measured against the ``network`` of the whole state (``benchmarks/bench_real.py``, 240 s, 2026-12-03):
-#: on the simulated Panda its residual stage took the held-out torque MSE to 0.0139 (0.65x least squares;
-#: ``network``: 0.0281, worse than the rigid body's 0.0197: it explained 7 short logs with the other
-#: joints' states); on the DFKI pendulum identify reached 0.0219 (``network``: 0.0230).
-DEFAULT_FRICTION = "viscous+coulomb+joint_network"
+#: The forces of ``identify``'s default: the linear viscous and Coulomb terms and their refinements, Stribeck
+#: and a Coulomb level that changes with the joint's angle (least squares fits them; the refinements only
+#: where the leave-one-recording-out validation keeps them), and the passive friction of each joint's own
+#: state (``joint_network``) that the residual stage learns. Measured against the ``network`` of the whole
+#: state (``benchmarks/bench_real.py``, 240 s, 2026-12-03): on the simulated Panda its residual stage took
+#: the held-out torque MSE to 0.0139 (0.65x least squares; ``network``: 0.0281, worse than the rigid body's
+#: 0.0197: it explained 7 short logs with the other joints' states); on the DFKI pendulum identify reached
+#: 0.0219 (``network``: 0.0230). The refinements (2026-12-04): least squares with them erred 0.0068 on the
+#: simulated Panda's test logs (0.32x; its friction drags 25-30 % more at some angles and breaks away
+#: 1.5x above its Coulomb level), and 0.0259 on the DFKI pendulum, as without them.
+DEFAULT_FRICTION = "viscous+coulomb+stribeck+position_coulomb+joint_network"
 #: Whether ``identify(..., ensemble=K)`` trains the residual Lagrangian when not told
 #: (``residual_lagrangian=None``; with learned forces). Measured on the DFKI pendulum with the URDF
 #: prior, K = 5, 2 cores (``identify(train, prior=robot, time_limit=120, ensemble=5)``): the five
@@ -268,7 +272,7 @@ def _without_prior(dataset, split, terms, budget, seed, learning: dict, note) ->
             fitted,
             train,
             held_out,
-            friction=terms.network_friction(),
+            friction=terms.network_friction(fitted.layout),
             seconds=seconds,
             seed=seed,
             members=learning["members"],
@@ -409,24 +413,30 @@ class _Terms:
         return cls(linear, learned, choices)
 
     def model(self, layout: _linear.Layout, *, learned: bool) -> str | None:
-        """The ``friction=`` of a model with these terms and ``layout``'s offset (the learned ones too, or not)."""
-        names = self.linear + (("offset",) if layout.offset else ()) + (self.learned if learned else ())
+        """The ``friction=`` of a model with ``layout``'s linear forces and offset (the learned ones too, or not)."""
+        names = layout.forces + (("offset",) if layout.offset else ()) + (self.learned if learned else ())
         return "+".join(n for n in FORCES if n in names) or None
 
-    def network_friction(self) -> str | None:
-        """The ``friction=`` of the prior-free network: every force, a constant offset unless told none."""
-        names = self.linear + (() if self.offsets == ("none",) else ("offset",)) + self.learned
+    def network_friction(self, layout: _linear.Layout) -> str | None:
+        """The ``friction=`` of the prior-free network: ``layout``'s linear forces, the learned ones, a constant
+        offset unless told none."""
+        names = layout.forces + (() if self.offsets == ("none",) else ("offset",)) + self.learned
         return "+".join(n for n in FORCES if n in names) or None
 
     def layouts(self, n: int, data, *, n_bodies: int | None = None, **shape) -> tuple[_linear.Layout, ...]:
-        """The candidate layouts on ``data`` (a deviation per recording only with at least three of them);
-        ``n_bodies`` (default ``n``) and ``shape`` (``body_columns``, ``armature``) as in :class:`_linear.Layout`."""
+        """The candidate layouts on ``data``: each choice of offsets (a deviation per recording only with at
+        least three recordings), with the linear forces named and without their refinements
+        (:attr:`lnn.models.forces.Force.refinement`: Stribeck, a position-dependent Coulomb level, which few
+        or short logs can fit to noise); ``n_bodies`` (default ``n``) and ``shape`` (``body_columns``,
+        ``armature``) as in :class:`_linear.Layout`."""
         ids = tuple(int(k) for k in np.unique(np.asarray(data.trajectory)))
         bodies = n if n_bodies is None else n_bodies
+        plain = tuple(name for name in self.linear if not FORCES[name].refinement)
         out = []
-        for choice in self.offsets:
-            recordings = ids if choice == "recording" and len(ids) >= 3 else ()
-            out.append(_linear.Layout(n, bodies, self.linear, choice != "none", recordings, **shape))
+        for forces in (self.linear, plain):
+            for choice in self.offsets:
+                recordings = ids if choice == "recording" and len(ids) >= 3 else ()
+                out.append(_linear.Layout(n, bodies, forces, choice != "none", recordings, **shape))
         return tuple(dict.fromkeys(out))
 
     @staticmethod
