@@ -303,18 +303,8 @@ class LinearForce(Force):
 
     @classmethod
     def basis(cls, q, qd, *, velocity: float) -> np.ndarray:
-        """The least-squares columns of a one-feature force: the torque of joint ``j`` is
-        ``coefficients()[j] * basis[:, j]``.
-
-        Parameters
-        ----------
-        q, qd : array_like, shape ``(N, n)``
-        velocity : float
-            The model's ``friction_velocity``.
-
-        Returns
-        -------
-        numpy.ndarray, shape ``(N, n)``, float64
+        """The least-squares columns of a one-feature force, ``bases(q, qd, velocity=velocity)[0]``, shape
+        ``(N, n)``: the torque of joint ``j`` is ``coefficients()[j] * basis[:, j]``.
 
         Raises
         ------
