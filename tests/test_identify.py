@@ -238,6 +238,76 @@ def test_the_refinements_of_coulomb_are_kept_where_the_friction_has_them_and_lea
             assert np.all(term.coefficients() >= 0.0)
 
 
+def test_the_validation_fits_keep_the_bounds_and_match_bvls():
+    """The folds of the linear validation are fitted with the nonnegative coefficients >= 0, as the stages
+    are: the active-set solution of the normal equations is BVLS's on random problems, and satisfies KKT."""
+    from scipy.linalg import cholesky, solve_triangular
+    from scipy.optimize import lsq_linear
+
+    from lnn.identification._linear import _bounded_normal
+
+    rng = np.random.default_rng(11)
+    for _ in range(50):
+        p = int(rng.integers(3, 80))
+        A = rng.normal(size=(3 * p, p)) * rng.uniform(0.1, 10.0, p)
+        H = A.T @ A + 1e-6 * np.eye(p)
+        r = A.T @ rng.normal(size=3 * p)
+        lower = np.where(rng.uniform(size=p) < 0.5, 0.0, -np.inf)
+        u = _bounded_normal(H, r, lower)
+        L = cholesky(H, lower=True)
+        ref = lsq_linear(L.T, solve_triangular(L, r, lower=True), bounds=(lower, np.inf), method="bvls").x
+        np.testing.assert_allclose(u, ref, rtol=1e-6, atol=1e-8 * np.abs(ref).max())
+        gradient = H @ u - r
+        at_bound = np.isfinite(lower) & (u <= lower + 1e-12)
+        assert np.all(u >= lower)
+        np.testing.assert_allclose(gradient[~at_bound], 0.0, atol=1e-8 * np.abs(r).max())
+        assert np.all(gradient[at_bound] >= -1e-8 * np.abs(r).max())
+
+
+def test_the_stage_chosen_is_the_simplest_within_one_standard_error_of_the_best():
+    """The one-standard-error rule on held-out blocks: a learned stage that wins by less than the validation
+    data's own spread does not replace the linear one; one that wins clearly does."""
+    from lnn.identification._recipe import SELECTION_BLOCKS, _block_means, _Stages
+
+    rng = np.random.default_rng(3)
+    N, n = 4000, 2
+    trajectory = np.repeat([0, 1], N // 2)
+    held_out = lnn.Dataset(
+        t=np.tile(np.arange(N // 2) * 0.01, 2),
+        q=np.zeros((N, n)),
+        qd=np.zeros((N, n)),
+        qdd=np.zeros((N, n)),
+        tau=rng.normal(size=(N, n)),
+        trajectory=trajectory,
+    )
+    noise = rng.normal(size=(N, n))
+    other = rng.normal(size=(N, n))  # another draw, scaled to err 1 % less than the first
+    other *= np.sqrt(0.99 * np.mean(noise**2) / np.mean(other**2))
+
+    class Fixed:
+        """A model whose inverse dynamics errs by ``error``."""
+
+        def __init__(self, error):
+            self.error = error
+
+        def inverse_dynamics(self, q, qd, qdd):
+            return held_out.tau + self.error
+
+    blocks = _block_means(np.arange(N, dtype=float), trajectory)
+    assert len(blocks) == SELECTION_BLOCKS and np.all(np.diff(blocks) > 0)  # contiguous, in order, per log
+    close = _Stages(held_out, note=lambda message: None)
+    close.judge("rigid body", Fixed(noise), 0.0, "")
+    close.judge("residual", Fixed(other), 0.0, "")  # 1 % lower: inside the spread of 20 blocks (about 2 %)
+    assert close.judged[1].mean_mse < close.judged[0].mean_mse
+    assert close.best(False).name == "rigid body"
+    clear = _Stages(held_out, note=lambda message: None)
+    clear.judge("rigid body", Fixed(noise), 0.0, "")
+    clear.judge("residual", Fixed(other), 0.0, "")
+    clear.judge("residual Lagrangian", Fixed(0.5 * other), 0.0, "")  # a quarter of the error: a clear winner
+    assert clear.best(False).name == "residual Lagrangian"
+    assert close.best(True).name == "residual"  # an ensemble chooses among the learned stages
+
+
 def test_identify_returns_a_calibrated_ensemble_through_the_same_stages(data, held_out, monkeypatch):
     calls = []
     calibrate = lnn.Ensemble.calibrate
