@@ -31,8 +31,8 @@ def register(subparsers) -> None:
         "then learn a residual Lagrangian network and a passive friction network of each joint's state; "
         "without it, fit a trigonometric Lagrangian (mass matrix and potential linear in their "
         "parameters over products of the joints' cos and sin: no kinematics needed) by the same "
-        "least squares, then the same learned stages. The stage with the lowest validation "
-        "torque error is written.",
+        "least squares, then the same learned stages. The simplest stage whose validation "
+        "torque error is within one standard error of the lowest is written.",
     )
     parser.add_argument("data", metavar="DATA", help="dataset (.npz, e.g. written by lnn import)")
     parser.add_argument("-o", "--output", required=True, metavar="FILE", help="model file (.keras)")

@@ -89,7 +89,10 @@ def identify(
        forces (the passive friction network), trained on the torques for the
        rest of the time budget (:mod:`lnn.identification._learned`);
 
-    and returns the stage with the lowest validation torque error. Without a
+    and returns the simplest stage (the first of these) whose validation torque
+    error is within one standard error of the lowest (the one-standard-error
+    rule; :class:`_Stages`: a learned stage must beat the linear one by more
+    than the validation data's own spread). Without a
     prior (no URDF: the kinematics unknown) the linear stage is a
     **trigonometric** Lagrangian (:mod:`lnn.models.trigonometric`: ``M(q)`` and
     ``V(q)`` linear in their parameters over products of ``cos q_i, sin q_i``,
@@ -293,19 +296,35 @@ def _without_prior(dataset, split, terms, budget, seed, learning: dict, note) ->
 
 #: The stages that learn (the candidates of an ensemble: the linear stages have no spread).
 LEARNED_STAGES = ("residual", "residual Lagrangian", "network")
+#: Contiguous blocks of the held-out data (within each recording, in proportion to its length) over which
+#: the standard error of the difference between two stages' validation errors is estimated: neighbouring
+#: samples err alike, so the samples themselves would understate it.
+SELECTION_BLOCKS = 20
 
 
 class _Stages:
-    """The stages judged on the held-out data so far, and the model of each: what ``identify`` chooses from."""
+    """The stages judged on the held-out data so far, and the model of each: what ``identify`` chooses from.
+
+    The choice is the one-standard-error rule (Breiman et al. 1984; Hastie, Tibshirani & Friedman, *The
+    Elements of Statistical Learning*, 7.10): of the stages whose validation error is within one standard
+    error of the lowest, the first judged (the simplest: linear, then the learned forces, then the residual
+    Lagrangian). Measured on the DFKI pendulum without a prior: three runs chose the residual Lagrangian by
+    validation margins of 1-2 % over the trigonometric stage (0.0108 N^2 m^2) and erred 0.0219, 0.0226 and
+    0.0246 on the test log against its 0.0227; with the URDF prior the residual Lagrangian's margin was 39 %
+    (0.0093 against 0.0153) and its test error 0.0214 against 0.0240.
+    """
 
     def __init__(self, held_out, note) -> None:
         self.held_out, self.note = held_out, note
         self.judged: list[Stage] = []
         self.models: dict = {}
+        self.blocks: dict[str, np.ndarray] = {}
 
     def judge(self, name: str, model, seconds: float, detail: str) -> None:
-        self.judged.append(Stage(name, _mse(model, self.held_out), seconds, detail))
+        squared = _squared_errors(model, self.held_out)
+        self.judged.append(Stage(name, squared.mean(axis=0), seconds, detail))
         self.models[name] = model
+        self.blocks[name] = _block_means(squared.mean(axis=1), self.held_out.trajectory)
         self.note(f"{name}: validation torque MSE {self.judged[-1].mean_mse:.4g} ({detail})")
 
     def train(self, variants, budget: float, start: float, train_one) -> None:
@@ -320,9 +339,18 @@ class _Stages:
             self.judge(name, model, time.perf_counter() - t0, detail)
 
     def best(self, learned_only) -> Stage:
-        """The stage of lowest mean validation error (among the learned ones if ``learned_only`` and any)."""
+        """The first stage judged whose mean validation error is within one standard error of the lowest
+        (among the learned ones if ``learned_only`` and any); the standard error is that of the mean of the
+        per-block differences to the lowest."""
         candidates = [s for s in self.judged if s.name in LEARNED_STAGES] if learned_only else []
-        return min(candidates or self.judged, key=lambda s: s.mean_mse)
+        candidates = candidates or self.judged
+        lowest = min(candidates, key=lambda s: s.mean_mse)
+        for stage in candidates:
+            difference = self.blocks[stage.name] - self.blocks[lowest.name]
+            spread = difference.std(ddof=1) / np.sqrt(len(difference)) if len(difference) > 1 else 0.0
+            if stage.mean_mse - lowest.mean_mse <= spread:
+                return stage
+        return lowest
 
 
 def _choose_basis(dataset, split, terms):
@@ -525,6 +553,19 @@ def _split(dataset, fraction: float, seed: int):
     return parts
 
 
-def _mse(model, data) -> np.ndarray:
+def _squared_errors(model, data) -> np.ndarray:
+    """The squared torque error of every sample and joint, ``(N, n)``."""
     pred = np.asarray(model.inverse_dynamics(data.q, data.qd, data.qdd), np.float64)
-    return np.mean((pred - data.tau) ** 2, axis=0)
+    return (pred - np.asarray(data.tau, np.float64)) ** 2
+
+
+def _block_means(values: np.ndarray, trajectory, blocks: int = SELECTION_BLOCKS) -> np.ndarray:
+    """Means of ``values (N,)`` over contiguous blocks within each recording, about ``blocks`` in all
+    (at least one a recording, in proportion to its samples)."""
+    trajectory = np.asarray(trajectory)
+    out = []
+    for k in np.unique(trajectory):
+        rows = np.flatnonzero(trajectory == k)
+        count = max(1, min(len(rows), round(blocks * len(rows) / len(trajectory))))
+        out += [values[part].mean() for part in np.array_split(rows, count)]
+    return np.asarray(out)

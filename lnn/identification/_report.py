@@ -125,7 +125,8 @@ class IdentificationReport:
     ----------
     stages : tuple of Stage
     chosen : str
-        The stage whose model is returned (lowest mean validation MSE).
+        The stage whose model is returned: the first judged (the simplest) whose mean validation MSE is
+        within one standard error of the lowest (the one-standard-error rule).
     split : str
         How the validation data were held out.
     prior_masses, masses : ndarray or None, shape ``(n,)``
