@@ -704,11 +704,8 @@ def least_squares(
 
 def _force_coefficients(extra: dict) -> dict:
     """Force name -> its coefficients, ``(n,)`` or ``(features, n)``, from the blocks' ``(n,)`` each."""
-    out = {}
-    for name in dict.fromkeys(_force_of(e) for e in extra if e not in ("armature", "offset")):
-        values = np.stack([extra[block] for block in FORCES[name].blocks()])
-        out[name] = values[0] if FORCES[name].features == 1 else values
-    return out
+    names = dict.fromkeys(_force_of(e) for e in extra if e not in ("armature", "offset"))
+    return {name: FORCES[name].gather(extra.__getitem__) for name in names}
 
 
 def _assemble(

@@ -110,6 +110,10 @@ class Layout:
         flags += [False] * (len(self.blocks) - len(flags))
         return np.repeat(flags, self.n)
 
+    def lower(self) -> np.ndarray:
+        """The lower bound of every parameter of ``z``, ``(size,)``: 0 for the nonnegative extras, else ``-inf``."""
+        return np.concatenate([np.full(self.inertial, -np.inf), np.where(self.nonnegative(), 0.0, -np.inf)])
+
     def block(self, name: str) -> slice:
         """The slice of ``z`` that holds the block ``name``."""
         start = self.inertial + self.n * self.blocks.index(name)
@@ -159,8 +163,7 @@ class LinearSolution:
 
     def force(self, name: str) -> np.ndarray:
         """The coefficients of the linear force ``name``: ``(n,)``, or ``(features, n)`` with several features."""
-        values = np.stack([self.get(block) for block in FORCES[name].blocks()])
-        return values[0] if FORCES[name].features == 1 else values
+        return FORCES[name].gather(self.get)
 
     def assign_forces(self, model) -> None:
         """Set the coefficients of ``model``'s linear forces (its learned ones keep their weights)."""
@@ -240,7 +243,7 @@ def choose_settings(layouts, prior_bodies, train_bodies, train, held_out=None, h
     best = None
     for layout in layouts:
         prior = _prior(layout, prior_bodies)
-        lower = np.concatenate([np.full(layout.inertial, -np.inf), np.where(layout.nonnegative(), 0.0, -np.inf)])
+        lower = layout.lower()
         for velocity in FRICTION_VELOCITIES if _uses_velocity(layout, train) else (FRICTION_VELOCITY,):
             parts = _normal_equations(layout, prior, train_bodies, train, velocity, held_out, held_out_bodies, folded)
             gram_all = sum(p[0] for p in parts)
@@ -268,8 +271,7 @@ def _bounded_normal(H: np.ndarray, r: np.ndarray, lower: np.ndarray) -> np.ndarr
     u = np.linalg.solve(H, r)
     if np.all(u >= lower):
         return u
-    bounded = np.isfinite(lower)
-    held = bounded & (u < lower)
+    held = u < lower  # never where the bound is -inf
     for _ in range(4 * len(u)):
         u = np.where(held, lower, 0.0)
         free = ~held
@@ -324,27 +326,22 @@ def fit_bounded(layout: Layout, prior_bodies, bodies: np.ndarray, data, settings
     """The ridge solution towards the prior with the nonnegative forces' coefficients ``>= 0`` and no other
     constraint: the fit of a Lagrangian linear in parameters that have no physical set of their own
     (:mod:`lnn.models.trigonometric`; the friction stays dissipative)."""
-    A = columns(layout, bodies, data, settings.velocity)
-    z = _bounded(A, _targets(data), layout, _prior(layout, prior_bodies), settings.weight)
-    return LinearSolution(layout, z, settings.velocity, settings)
-
-
-def _bounded(A: np.ndarray, b: np.ndarray, layout: Layout, prior: np.ndarray, weight: float) -> np.ndarray:
-    """The ridge solution of ``A z = b`` towards ``prior`` with the nonnegative extras ``>= 0`` (BVLS, only
-    when a bound binds)."""
     from scipy.optimize import lsq_linear
 
-    lower = np.concatenate([np.full(layout.inertial, -np.inf), np.where(layout.nonnegative(), 0.0, -np.inf)])
-    start = ridge(A, b, prior, weight)
+    A = columns(layout, bodies, data, settings.velocity)
+    b = _targets(data)
+    prior = _prior(layout, prior_bodies)
+    lower = layout.lower()
+    start = ridge(A, b, prior, settings.weight)
     if np.all(start >= lower):
-        return start
+        return LinearSolution(layout, start, settings.velocity, settings)
     scale = np.linalg.norm(A, axis=0)  # the ridge of :func:`lnn.physical_fit.ridge`, as rows
     scale = np.maximum(scale, 1e-6 * scale.max())
-    pull = np.sqrt(weight) * scale
+    pull = np.sqrt(settings.weight) * scale
     fit = lsq_linear(
         np.concatenate([A, np.diag(pull)]), np.concatenate([b, pull * prior]), bounds=(lower, np.inf), method="bvls"
     )
-    return fit.x
+    return LinearSolution(layout, fit.x, settings.velocity, settings)
 
 
 def fit_physical(layout: Layout, prior_bodies, bodies: np.ndarray, data, settings: Settings) -> LinearSolution:

@@ -282,6 +282,13 @@ class LinearForce(Force):
         return (cls.name,) if cls.features == 1 else tuple(f"{cls.name}[{k}]" for k in range(cls.features))
 
     @classmethod
+    def gather(cls, block_values) -> np.ndarray:
+        """The coefficients ``(n,)`` (``(features, n)`` with several features) from ``block_values(block)``,
+        the ``(n,)`` coefficients of each of :meth:`blocks` (a least-squares solution's)."""
+        values = np.stack([np.asarray(block_values(block), np.float64) for block in cls.blocks()])
+        return values[0] if cls.features == 1 else values
+
+    @classmethod
     def bases(cls, q, qd, *, velocity: float) -> np.ndarray:
         """The least-squares columns of every feature: the torque of joint ``j`` is
         ``sum_k coefficients()[k, j] * bases[k, :, j]``.
