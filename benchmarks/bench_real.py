@@ -170,6 +170,13 @@ def calibration(folder: Path, seconds: float, members: int) -> None:
         f"  torque MSE of the ensemble's mean {mean_mse.mean():.4f} (J1 {mean_mse[0]:.4f}, J2 {mean_mse[1]:.4f}); "
         f"of its members {', '.join(f'{m:.4f}' for m in members_mse.mean(axis=1))}"
     )
+    fitted = model.network.calibration.tau
+    print("  each calibration recording's torque cover by intervals fitted on the others (J1, J2):")
+    for r, label in enumerate(fitted.recordings):
+        covers = "; ".join(
+            f"{level:.0%}: {c[r, 0]:.1%}, {c[r, 1]:.1%}" for level, c in fitted.recording_coverage.items()
+        )
+        print(f"    {label:<12s} {covers}")
     print("\n".join("    " + line for line in model.report.format().splitlines()), flush=True)
 
 

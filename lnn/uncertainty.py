@@ -18,7 +18,11 @@ The pieces that :class:`lnn.Ensemble`, :func:`lnn.rollout` and
   data by maximum likelihood (the Gaussian NLL, minimised over ``log a`` and
   ``log b``); the nominal 50 % and 90 % intervals then cover what they claim
   when the errors are Gaussian given that variance, which the calibration
-  result reports (its coverages on the data it was fitted on);
+  result reports (its coverages on the data it was fitted on). Given the
+  recording of every sample, it also reports each recording's coverage when
+  ``a`` and ``b`` are fitted on the *other* recordings (leave one recording
+  out): how far from the nominal level a new recording may fall, since one
+  recording can be harder than the rest;
 - :func:`record_novelty`: a rollout's ``novelty (B, T)`` and ``novel_at
   (B,)`` from the system's ``novelty(q, qd)``, and one
   :class:`lnn.errors.NoveltyWarning` per call when a trajectory left the
@@ -142,6 +146,12 @@ class Calibration:
         Gaussian negative log-likelihood per sample, calibrated and raw.
     samples : int
         Calibration samples.
+    recordings : tuple of str
+        The calibration samples' recordings (empty without ``recording=``).
+    recording_coverage : dict of float to numpy.ndarray ``(R, n)``
+        Nominal level -> each recording's coverage (rows in the order of
+        ``recordings``) by the interval whose scale and floor were fitted on
+        the other recordings (empty for fewer than two recordings).
     """
 
     output: str
@@ -152,6 +162,8 @@ class Calibration:
     nll: np.ndarray
     raw_nll: np.ndarray
     samples: int
+    recordings: tuple = ()
+    recording_coverage: dict = dataclasses.field(default_factory=dict)
 
 
 def _fit_column(error: np.ndarray, spread: np.ndarray) -> tuple[float, float]:
@@ -184,7 +196,7 @@ def _fit_column(error: np.ndarray, spread: np.ndarray) -> tuple[float, float]:
     return a, b
 
 
-def fit_calibration(output: str, truth, mean, spread) -> Calibration:
+def fit_calibration(output: str, truth, mean, spread, *, recording=None) -> Calibration:
     """Fit the scale and floor of every output on held-out samples (see the module docstring).
 
     Parameters
@@ -194,6 +206,10 @@ def fit_calibration(output: str, truth, mean, spread) -> Calibration:
     truth, mean, spread : array_like, shape ``(N, n)``
         The held-out targets, the ensemble mean and the members' standard
         deviation. Non-finite rows are left out.
+    recording : array_like, shape ``(N,)``, optional, keyword-only
+        The recording of every sample (any labels): also report each
+        recording's coverage when calibrated on the others
+        (``Calibration.recording_coverage``).
 
     Returns
     -------
@@ -205,10 +221,9 @@ def fit_calibration(output: str, truth, mean, spread) -> Calibration:
             f"truth, mean and spread must have one shape (N, n), got {truth.shape}, {mean.shape} and {spread.shape}"
         )
     error = truth - mean
-    pairs = [_fit_column(error[:, j], spread[:, j]) for j in range(truth.shape[1])]
-    scale = np.array([p[0] for p in pairs])
-    floor = np.array([p[1] for p in pairs])
+    scale, floor = _fit_columns(error, spread)
     std = interval_std(spread, scale, floor)
+    recordings, left_out = _left_out_coverage(error, spread, recording)
     return Calibration(
         output=output,
         scale=scale,
@@ -218,7 +233,37 @@ def fit_calibration(output: str, truth, mean, spread) -> Calibration:
         nll=gaussian_nll(truth, mean, std),
         raw_nll=gaussian_nll(truth, mean, spread),
         samples=int(np.sum(np.all(np.isfinite(error) & np.isfinite(spread), axis=1))),
+        recordings=recordings,
+        recording_coverage=left_out,
     )
+
+
+def _fit_columns(error: np.ndarray, spread: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The scale and floor ``(n,)`` of every column of ``error`` and ``spread`` ``(N, n)``."""
+    pairs = [_fit_column(error[:, j], spread[:, j]) for j in range(error.shape[1])]
+    return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+
+
+def _left_out_coverage(error: np.ndarray, spread: np.ndarray, recording) -> tuple[tuple, dict]:
+    """Every recording's coverage by the interval fitted on the other recordings: ``(labels, {level: (R, n)})``."""
+    if recording is None:
+        return (), {}
+    recording = np.asarray(recording)
+    if recording.shape != error.shape[:1]:
+        raise ValueError(f"recording must have shape (N,) = ({error.shape[0]},), got {recording.shape}")
+    labels, which = np.unique(recording, return_inverse=True)
+    names = tuple(str(label) for label in labels)
+    if labels.size < 2:
+        return names, {}
+    out = {level: np.empty((labels.size, error.shape[1])) for level in LEVELS}
+    zero = np.zeros_like(error)
+    for r in range(labels.size):
+        mine = which == r
+        scale, floor = _fit_columns(error[~mine], spread[~mine])
+        std = interval_std(spread[mine], scale, floor)
+        for level in LEVELS:
+            out[level][r] = coverage(error[mine], zero[mine], std, level)
+    return names, out
 
 
 # ----------------------------------------------------------------------------- novelty along rollouts

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+import math
 import warnings
+from statistics import NormalDist
 from types import SimpleNamespace
 
 import numpy as np
@@ -203,6 +206,35 @@ def test_fit_calibration_recovers_a_known_scale_and_floor():
     assert np.all(fitted.nll < fitted.raw_nll)
 
 
+def test_fit_calibration_covers_each_recording_by_the_others():
+    """Three recordings with errors of size 1 and one of size 2, no spread: calibrated on the other three the hard
+    one is covered as |N(0, 4)| < 1.645 (59 %), each easy one by a floor of sqrt((1 + 1 + 4) / 3) (98 %)."""
+    rng = np.random.default_rng(1)
+    sizes = np.array([1.0, 1.0, 1.0, 2.0])
+    recording = np.repeat(["c", "a", "b", "hard"], 20_000)
+    error = np.repeat(sizes, 20_000)[:, None] * rng.normal(size=(80_000, 2))
+    zero = np.zeros_like(error)
+    fitted = uncertainty.fit_calibration("tau", error, zero, zero, recording=recording)
+    assert fitted.recordings == ("a", "b", "c", "hard")  # sorted labels, the rows of recording_coverage
+    assert set(fitted.recording_coverage) == set(uncertainty.LEVELS)
+    wide = math.sqrt(2.0)
+    covered = {
+        level: [2 * NormalDist().cdf(uncertainty.z_value(level) * w) - 1 for w in (wide, wide, wide, 0.5)]
+        for level in uncertainty.LEVELS
+    }
+    expected = {level: np.repeat(np.array(c)[:, None], 2, axis=1) for level, c in covered.items()}
+    for level in uncertainty.LEVELS:
+        np.testing.assert_allclose(fitted.recording_coverage[level], expected[level], atol=0.012)
+    np.testing.assert_allclose(fitted.coverage[0.9], 0.9, atol=0.02)  # the pooled fit, on its own data
+    alone = uncertainty.fit_calibration("tau", error, zero, zero)
+    assert alone.recordings == () and alone.recording_coverage == {}
+    np.testing.assert_allclose(alone.floor, fitted.floor)
+    one = uncertainty.fit_calibration("tau", error, zero, zero, recording=np.full(80_000, 7))
+    assert one.recordings == ("7",) and one.recording_coverage == {}
+    with pytest.raises(ValueError, match=r"recording must have shape \(N,\) = \(80000,\), got \(3,\)"):
+        uncertainty.fit_calibration("tau", error, zero, zero, recording=np.arange(3))
+
+
 def test_calibrate_finds_the_noise_of_the_targets(trained):
     """Targets = the ensemble's mean plus Gaussian noise of known size: the floor is that noise."""
     ensemble = lnn.Ensemble.from_members(trained.ensemble.members)
@@ -309,18 +341,25 @@ def test_fit_calibrates_on_the_samples_out_of_each_members_bag(data, monkeypatch
     assert len(seen) == 1 and expected.shape == (len(train), 3)
     np.testing.assert_array_equal(seen[0], expected)
     ((held, kwargs),) = calls
-    np.testing.assert_array_equal(held.q, held_out.q)
     if not bootstrap:
         assert (expected == 1).all()
     if not bootstrap or n_train == 12:
+        np.testing.assert_array_equal(held.q, held_out.q)
         assert kwargs == {} and ensemble.calibrated
+        assert ensemble.calibration.out_of_bag == 0
+        assert ensemble.calibration.tau.recordings == tuple(f"held-out {k}" for k in range(n_train, 24))
         return
     assert (expected == 0).any(axis=1).mean() > 0.5  # most samples are out of some member's bag
     step = -(-len(train) // 100)  # every step-th training sample, 100 at most
     assert step > 1 and len(kwargs["training"].q) <= 100
     np.testing.assert_array_equal(kwargs["weights"], expected[::step])
     np.testing.assert_array_equal(kwargs["training"].qd, train.qd[::step])
+    np.testing.assert_array_equal(held.q, held_out.q[::step])  # thinned alike: a recording weighs by its length
+    np.testing.assert_array_equal(held.trajectory, held_out.trajectory[::step])
     assert ensemble.calibrated
+    labels = ensemble.calibration.tau.recordings  # every recording that calibrated, by kind and id
+    assert {f"held-out {k}" for k in range(n_train, 24)} <= set(labels)
+    assert {label.split()[0] for label in labels} == {"held-out", "training"}
 
 
 def test_from_members_copies_trained_networks_and_refuses_mixtures(trained):
@@ -471,6 +510,39 @@ def test_evaluate_reports_calibration_and_novelty_of_an_ensemble(trained, data):
 # -- command line ---------------------------------------------------------------------------------
 
 
+def test_lnn_identify_ensemble_prints_how_each_recording_was_covered(trained, tmp_path, monkeypatch, capsys):
+    """``lnn identify --ensemble K`` prints the calibration: scale and floor, and the range over the calibration
+    recordings of their coverage by intervals fitted on the others (identify itself is stubbed: its CLI only)."""
+    from lnn.cli import main
+
+    ensemble = lnn.Ensemble.from_members(trained.ensemble.members)
+    q, qd = _states(600, seed=20)
+    qdd = np.random.default_rng(21).normal(size=q.shape)
+    tau = ensemble.predict(q, qd, qdd=qdd).tau + np.repeat([0.05, 0.1, 0.2], 200)[:, None]
+    ensemble.calibrate(SimpleNamespace(q=q, qd=qd, qdd=qdd, tau=tau, trajectory=np.repeat([4, 7, 9], 200)))  # 3 logs
+    asked = {}
+
+    def identify(dataset, **options):
+        asked.update(options)
+        report = SimpleNamespace(format=lambda: "stages ...", chosen="residual")
+        return SimpleNamespace(network=ensemble, report=report, save=lambda path, overwrite: None)
+
+    monkeypatch.setattr(importlib.import_module("lnn.identification"), "identify", identify)
+    trajectory = np.repeat([4, 7, 9], 200)
+    data = lnn.Dataset(t=np.tile(np.arange(200) * 0.01, 3), q=q, qd=qd, qdd=qdd, tau=tau, trajectory=trajectory)
+    data.save(tmp_path / "data.npz")
+    assert main(["identify", str(tmp_path / "data.npz"), "-o", str(tmp_path / "m.keras"), "--ensemble", "3"]) == 0
+    out = capsys.readouterr().out
+    assert asked["ensemble"] == 3
+    assert "tau intervals calibrated on the validation data: scale" in out
+    assert "nominal 90%: each of 3 recordings, calibrated on the others, covered per coordinate" in out
+    uncalibrated = lnn.Ensemble.from_members(trained.ensemble.members)
+    from lnn.cli._common import print_calibration
+
+    print_calibration(uncalibrated)
+    assert "not calibrated" in capsys.readouterr().out
+
+
 @pytest.mark.slow
 def test_lnn_train_ensemble_writes_a_model_that_loads(data, tmp_path, capsys):
     from lnn.cli import main
@@ -484,6 +556,7 @@ def test_lnn_train_ensemble_writes_a_model_that_loads(data, tmp_path, capsys):
     assert code == 0
     out = capsys.readouterr().out
     assert "ensemble of 2 structured models" in out and "intervals calibrated" in out
+    assert "recordings, calibrated on the others, covered per coordinate" in out
     model = lnn.load_model(model_path)
     assert isinstance(model, lnn.Ensemble) and model.n_members == 2 and model.calibrated
     assert main(["evaluate", str(model_path), str(data_path), "--rollouts", "0"]) == 0

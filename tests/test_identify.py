@@ -327,6 +327,12 @@ def test_identify_returns_a_calibrated_ensemble_through_the_same_stages(data, he
     assert weights.shape == (len(training.q), 2) and 0 < len(training.q) <= len(data)
     assert (weights == 0).any(axis=1).mean() > 0.3
     assert isinstance(model.network, lnn.Ensemble) and model.network.n_members == 2 and model.network.calibrated
+    # Each recording that calibrated (the held-out one, the training ones out of bag) is covered by the others' fit.
+    fitted = model.network.calibration.tau
+    kinds = {label.split()[0] for label in fitted.recordings}
+    assert kinds == {"held-out", "training"} and len(fitted.recordings) >= 3
+    assert fitted.recording_coverage[0.9].shape == (len(fitted.recordings), data.n_dof)
+    assert np.all(fitted.recording_coverage[0.9] >= fitted.recording_coverage[0.5])
     assert model.report.chosen == "residual"  # an ensemble asked for: the learned stage, the linear ones have no spread
     prediction = model.predict(held_out.q, held_out.qd, qdd=held_out.qdd)
     assert prediction.tau.shape == held_out.tau.shape and np.all(prediction.tau_std > 0)

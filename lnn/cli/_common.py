@@ -312,3 +312,31 @@ def require_directory(path: Path) -> None:
     """
     if not path.parent.exists():
         raise FileNotFoundError(f"directory {str(path.parent)!r} does not exist (writing {str(path)!r})")
+
+
+def print_calibration(ensemble) -> None:
+    """An ensemble's interval scales and floors (or why it has none) and, per output, how its 50 % and 90 %
+    intervals covered each calibration recording when fitted on the others (its range over the recordings)."""
+    if not ensemble.calibrated:
+        print("  intervals not calibrated (no validation data): they use the members' raw spread")
+        return
+    calibration = ensemble.calibration
+    for output in ("qdd", "tau"):
+        scale = getattr(ensemble, f"{output}_scale").numpy()
+        floor = getattr(ensemble, f"{output}_floor").numpy()
+        print(
+            f"  {output} intervals calibrated on the validation data: scale "
+            + " ".join(f"{v:.3g}" for v in scale)
+            + ", floor "
+            + " ".join(f"{v:.3g}" for v in floor)
+        )
+        fitted = getattr(calibration, output, None)
+        if fitted is None or not fitted.recording_coverage:
+            continue
+        count = len(fitted.recordings)
+        for level, covered in fitted.recording_coverage.items():
+            spans = ", ".join(f"{low:.0%}-{high:.0%}" for low, high in zip(covered.min(axis=0), covered.max(axis=0)))
+            print(
+                f"    nominal {level:.0%}: each of {count} recordings, calibrated on the others, covered per "
+                f"coordinate {spans}"
+            )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lnn.cli._common import check_output
+from lnn.cli._common import check_output, print_calibration
 
 
 def register(subparsers) -> None:
@@ -118,6 +118,8 @@ def run(args) -> int:
         progress=lambda message: print("  " + message, flush=True),
     )
     print(model.report.format())
+    if args.ensemble is not None:
+        print_calibration(model.network)
     model.save(output, overwrite=args.force)
     print(f"wrote {output} (stage {model.report.chosen!r})")
     return 0

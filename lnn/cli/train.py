@@ -9,7 +9,14 @@ import shutil
 import sys
 from pathlib import Path
 
-from lnn.cli._common import ProgressBar, parse_hidden, parse_loss, refuse_overwrite, require_directory
+from lnn.cli._common import (
+    ProgressBar,
+    parse_hidden,
+    parse_loss,
+    print_calibration,
+    refuse_overwrite,
+    require_directory,
+)
 
 _LIBRARY = Path(__file__).resolve().parent.parent
 #: Where the library's signatures live: (file, class or None, function).
@@ -218,21 +225,5 @@ def run(args) -> int:
         print(line)
     print(f"best epoch {history.best_epoch} ({monitored} loss {history.best_loss:.4g}); wrote {output}")
     if args.ensemble is not None:
-        _print_calibration(model)
+        print_calibration(model)
     return 0
-
-
-def _print_calibration(model) -> None:
-    """The ensemble's interval scales and floors (or why it has none)."""
-    if not model.calibrated:
-        print("  intervals not calibrated (no validation data): they use the members' raw spread")
-        return
-    for output in ("qdd", "tau"):
-        scale = getattr(model, f"{output}_scale").numpy()
-        floor = getattr(model, f"{output}_floor").numpy()
-        print(
-            f"  {output} intervals calibrated on the validation data: scale "
-            + " ".join(f"{v:.3g}" for v in scale)
-            + ", floor "
-            + " ".join(f"{v:.3g}" for v in floor)
-        )

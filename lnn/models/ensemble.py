@@ -107,6 +107,12 @@ class EnsembleCalibration:
     out_of_bag : int
         Training samples that calibrated as out-of-bag samples (0 without
         ``training=``); the held-out ones are the rest of ``qdd.samples``.
+
+    Each output's ``recordings`` and ``recording_coverage`` say how each
+    calibration recording (``"held-out <id>"``, ``"training <id>"`` for the
+    out-of-bag samples of a training trajectory) would have been covered
+    had the intervals been fitted on the others: the spread of those
+    figures is how far from nominal a new recording's coverage may fall.
     """
 
     qdd: uncertainty.Calibration
@@ -177,6 +183,7 @@ class Ensemble(keras.Model):
         self.n_dof, self.bootstrap, self.seed = n_dof, bool(bootstrap), None if seed is None else int(seed)
         object.__setattr__(self, "network_config", config)
         object.__setattr__(self, "_ops", {})
+        object.__setattr__(self, "_calibration", None)
         self._np_dtype, self._tf_dtype = np.dtype(dtype), tf.as_dtype(dtype)
 
         def weight(name, value, shape=(n_dof,)):
@@ -220,6 +227,12 @@ class Ensemble(keras.Model):
     def calibrated(self) -> bool:
         """Whether :meth:`calibrate` has run (else intervals use the raw spread)."""
         return bool(float(self.calibrated_flag.numpy()) > 0)
+
+    @property
+    def calibration(self) -> EnsembleCalibration | None:
+        """What the last :meth:`calibrate` of this session fitted (None before it; its scales and floors,
+        not this summary, are saved with the model)."""
+        return self._calibration
 
     @property
     def rollout_band_scale(self) -> float:
@@ -408,12 +421,20 @@ class Ensemble(keras.Model):
         (or harder) than the rest does not set the intervals alone
         (:func:`lnn.identify` calibrates so).
 
+        Every sample is labelled by its recording (``data.trajectory`` and
+        ``training.trajectory`` when they have one), so that the result also
+        reports each recording's coverage when calibrated on the others
+        (:class:`EnsembleCalibration`); the result is kept as
+        :attr:`calibration`.
+
         Parameters
         ----------
         data : lnn.Dataset
-            Held-out samples (not trained on): ``q, qd, qdd, tau`` of shape ``(N, n)``.
+            Held-out samples (not trained on): ``q, qd, qdd, tau`` of shape
+            ``(N, n)``, and ``trajectory`` ``(N,)`` if it has one.
         training : lnn.Dataset, optional, keyword-only
-            The samples the members were trained on, shape ``(M, n)`` each.
+            The samples the members were trained on, shape ``(M, n)`` each
+            (and ``trajectory`` ``(M,)``).
         weights : array_like, shape ``(M, K)``, optional, keyword-only
             Member ``k``'s bootstrap count of each training sample
             (:func:`lnn.train.member_weights`); required with ``training``.
@@ -436,14 +457,19 @@ class Ensemble(keras.Model):
         truth = {"qdd": [qdd], "tau": [tau]}
         mean = {"qdd": [prediction.qdd], "tau": [prediction.tau]}
         spread = {"qdd": [prediction.qdd_spread], "tau": [prediction.tau_spread]}
+        recording = [_recordings("held-out", data, q.shape[0])]
         bagged = 0
         if (training is None) != (weights is None):
             raise ValueError("calibrate takes training= and weights= together (the members' bootstrap of training)")
         if training is not None:
-            bagged = self._out_of_bag(training, weights, truth, mean, spread)
+            bagged = self._out_of_bag(training, weights, truth, mean, spread, recording)
         fits = {
             output: uncertainty.fit_calibration(
-                output, np.concatenate(truth[output]), np.concatenate(mean[output]), np.concatenate(spread[output])
+                output,
+                np.concatenate(truth[output]),
+                np.concatenate(mean[output]),
+                np.concatenate(spread[output]),
+                recording=np.concatenate(recording),
             )
             for output in ("qdd", "tau")
         }
@@ -455,7 +481,9 @@ class Ensemble(keras.Model):
         self.tau_floor.assign(fits["tau"].floor.astype(self._np_dtype))
         self.disagreement_scale.assign(np.asarray(scale, self._np_dtype))
         self.calibrated_flag.assign(np.asarray(1.0, self._np_dtype))
-        return EnsembleCalibration(qdd=fits["qdd"], tau=fits["tau"], disagreement_scale=scale, out_of_bag=bagged)
+        result = EnsembleCalibration(qdd=fits["qdd"], tau=fits["tau"], disagreement_scale=scale, out_of_bag=bagged)
+        object.__setattr__(self, "_calibration", result)
+        return result
 
     def _calibration_arrays(self, name: str, data) -> tuple[np.ndarray, ...]:
         """``q, qd, qdd, tau`` of a dataset, checked, float64 ``(N, n)``."""
@@ -468,7 +496,7 @@ class Ensemble(keras.Model):
             raise ValueError(f"{name} must hold samples of shape (N, {self.n_dof}), got q of shape {checked[0].shape}")
         return tuple(checked)
 
-    def _out_of_bag(self, training, weights, truth: dict, mean: dict, spread: dict) -> int:
+    def _out_of_bag(self, training, weights, truth: dict, mean: dict, spread: dict, recording: list) -> int:
         """Append the training samples' out-of-bag errors to the calibration arrays; how many samples."""
         q, qd, qdd, tau = self._calibration_arrays("training", training)
         weights = np.asarray(weights, np.float64)
@@ -488,6 +516,7 @@ class Ensemble(keras.Model):
             truth[output].append(target)
             mean[output].append(np.einsum("rk,krn->rn", share, members))
             spread[output].append(getattr(prediction, f"{output}_spread"))
+        recording.append(_recordings("training", training, q.shape[0])[rows])
         return int(rows.size)
 
     def _relative_spread(self, spread: np.ndarray) -> np.ndarray:
@@ -593,3 +622,12 @@ class Ensemble(keras.Model):
         tensor, shape ``(B,)`` (scalar for a single state)
         """
         return self._mean("energy", q, qd)
+
+
+def _recordings(kind: str, data, count: int) -> np.ndarray:
+    """The recording label of each of ``data``'s ``count`` samples: ``"<kind> <trajectory id>"`` (``kind``
+    alone when ``data`` has no ``trajectory`` of that length)."""
+    trajectory = getattr(data, "trajectory", None)
+    if trajectory is None or np.shape(trajectory) != (count,):
+        return np.full(count, kind)
+    return np.char.add(f"{kind} ", np.asarray(trajectory).astype(str))
