@@ -44,8 +44,16 @@ def test_identify_does_not_trust_a_wrong_prior(data, held_out):
     J = np.asarray(model.network.kind_model.pseudo_inertias())
     assert np.all(np.linalg.eigvalsh(J) > 0)
     # it satisfies the protocol: it rolls out
-    trajectory = lnn.rollout(model, held_out.q[:1], held_out.qd[:1], t=np.linspace(0, 0.5, 11))
+    with pytest.warns(lnn.NoveltyWarning):  # unforced, it leaves the states of the forced training data
+        trajectory = lnn.rollout(model, held_out.q[:1], held_out.qd[:1], t=np.linspace(0, 0.5, 11))
     assert np.isfinite(trajectory.q).all()
+    # a linear stage knows its data too: its novelty is the distance to the states it was fitted on
+    inside = model.network.novelty(data.q, data.qd)
+    assert np.all(np.isfinite(inside)) and np.mean(inside > 1.0) < 0.02
+    assert np.all(model.network.novelty(data.q[:50], 10.0 * data.qd[:50] + 5.0) > 1.0)
+    assert np.isfinite(trajectory.novelty).all()
+    assert 0.0 <= report.novel_share <= 1.0
+    assert "of its states lie beyond the training states" in report.format().splitlines()[0]
 
 
 def test_identify_refuses_data_without_torques(data):

@@ -57,6 +57,25 @@ class IdentifiedModel:
         """``E = T + V``, shape ``(B,)`` (tensors for tensors)."""
         return _like(self.network.energy(q, qd), q)
 
+    def novelty(self, q, qd):
+        """How far states lie from the states the model was fitted on (1.0: their 99th percentile).
+
+        :meth:`lnn.LagrangianNetwork.novelty` of :attr:`network` (of an
+        ensemble: its distance and its members' disagreement). The linear
+        stages' models are adapted to the data they were fitted on, the learned
+        ones by :func:`lnn.fit`; :func:`lnn.rollout` records when a trajectory
+        first leaves them.
+
+        Parameters
+        ----------
+        q, qd : array_like, shape ``(B, n)`` or ``(n,)``
+
+        Returns
+        -------
+        numpy.ndarray, shape ``(B,)`` (a float for a single state), float64
+        """
+        return self.network.novelty(q, qd)
+
     def predict(self, q, qd, *, tau=None, qdd=None):
         """The ensemble's mean and calibrated spread (:meth:`lnn.Ensemble.predict`; ``identify(..., ensemble=K)``).
 

@@ -17,6 +17,7 @@ from lnn.models.chain import RigidBodyChain
 from lnn.models.forces import FORCES, friction_names
 from lnn.models.network import LagrangianNetwork
 from lnn.models.trigonometric import Basis
+from lnn.uncertainty import NOVELTY_THRESHOLD
 
 __all__ = ["DEFAULT_FRICTION", "DEFAULT_TIME", "OFFSETS", "STATE_SHARE", "identify"]
 
@@ -216,15 +217,16 @@ def _with_prior(dataset, split, chain, terms, budget, seed, learning: dict, note
     layout, chosen_in = settings.layout, time.perf_counter() - t0
     t0 = time.perf_counter()
     nominal = _linear.fit_nominal(layout, prior_bodies, bodies(train), train)
-    judge("nominal", _rigid_model(chain, nominal, terms), time.perf_counter() - t0, "prior inertias")
+    judge("nominal", _rigid_model(chain, nominal, terms, train), time.perf_counter() - t0, "prior inertias")
     t0 = time.perf_counter()
     fitted = _linear.fit_physical(layout, prior_bodies, bodies(train), train, settings)
     offsets = "a bias per log" if layout.recordings else ("one offset" if layout.offset else "no offset")
     detail = f"ridge {settings.weight:g}, v0 {settings.velocity:g} rad/s, {offsets} ({settings.how}); refitted to all"
-    judge("rigid body", _rigid_model(chain, fitted, terms), chosen_in + time.perf_counter() - t0, detail)
+    linear = _rigid_model(chain, fitted, terms, train)
+    judge("rigid body", linear, chosen_in + time.perf_counter() - t0, detail)
     final = terms.like(layout, dataset)
     everything = _linear.fit_physical(final, prior_bodies, bodies(dataset), dataset, settings)
-    models["rigid body"] = _rigid_model(chain, everything, terms)  # judged on the held-out part, fitted to all
+    models["rigid body"] = _rigid_model(chain, everything, terms, dataset)  # judged on the held-out part, fitted to all
     train_one = _residual_trainer(fitted, split, terms, seed, learning, chain)
     stages.train(_residual_variants(learning, terms), budget, start, train_one)
     best = stages.best(learning["members"])  # an ensemble asked for: the best learned one
@@ -235,8 +237,9 @@ def _with_prior(dataset, split, chain, terms, budget, seed, learning: dict, note
         split.describe(),
         prior_masses=chain.inertias[:, 0].copy(),
         masses=_chain(chosen).inertias[:, 0],
-        findings=_findings(_rigid_model(chain, fitted, terms), train),
+        findings=_findings(linear, train),
         recording_offsets=everything.recording_offsets(),
+        novel_share=_novel_share(linear, held_out),
     )
     return IdentifiedModel(chosen, report, candidates=models)
 
@@ -258,10 +261,11 @@ def _without_prior(dataset, split, terms, budget, seed, learning: dict, note) ->
         f"{basis.n_parameters} parameters (products of {basis.order} coordinates' {basis.harmonics} harmonics), "
         f"ridge {settings.weight:g}, v0 {settings.velocity:g}, {offsets} ({settings.how}); refitted to all"
     )
-    linear = _trigonometric_model(fitted, terms, basis)
+    linear = _trigonometric_model(fitted, terms, basis, train)
     stages.judge("trigonometric", linear, time.perf_counter() - t0, detail)
     everything = _linear.fit_bounded(terms.like(layout, dataset), zeros, regress[id(dataset)], dataset, settings)
-    stages.models["trigonometric"] = _trigonometric_model(everything, terms, basis)  # judged, then fitted to all
+    # judged on the held-out part, then fitted to all
+    stages.models["trigonometric"] = _trigonometric_model(everything, terms, basis, dataset)
     findings = _findings(linear, train)
     trained: list[bool | None] = list(_residual_variants(learning, terms))  # None: the network from scratch
     if _basis_misses(findings, train):
@@ -290,6 +294,7 @@ def _without_prior(dataset, split, terms, budget, seed, learning: dict, note) ->
         split.describe(),
         findings=findings,
         recording_offsets=everything.recording_offsets(),
+        novel_share=_novel_share(linear, held_out),
     )
     return IdentifiedModel(stages.models[best.name], report, candidates=stages.models)
 
@@ -474,8 +479,9 @@ class _Terms:
         return dataclasses.replace(layout, recordings=ids if layout.recordings else ())
 
 
-def _rigid_model(chain, solution, terms: _Terms) -> LagrangianNetwork:
-    """A ``"rigid-body"`` network with the solution's bodies, armature, linear forces and constant offset."""
+def _rigid_model(chain, solution, terms: _Terms, data) -> LagrangianNetwork:
+    """A ``"rigid-body"`` network with the solution's bodies, armature, linear forces and constant offset, adapted
+    to the ``data`` it was fitted on (its novelty: the distance to their states)."""
     model = LagrangianNetwork(
         chain.n_dof,
         kind="rigid-body",
@@ -487,11 +493,13 @@ def _rigid_model(chain, solution, terms: _Terms) -> LagrangianNetwork:
     )
     model.kind_model.assign(solution.bodies, solution.get("armature"))
     solution.assign_forces(model)
+    model.adapt(data.q, data.qd, data.qdd)
     return model
 
 
-def _trigonometric_model(solution, terms: _Terms, basis: Basis) -> LagrangianNetwork:
-    """A ``"trigonometric"`` network of ``basis`` with the solution's parameters, linear forces and offset."""
+def _trigonometric_model(solution, terms: _Terms, basis: Basis, data) -> LagrangianNetwork:
+    """A ``"trigonometric"`` network of ``basis`` with the solution's parameters, linear forces and offset, adapted
+    to the ``data`` it was fitted on."""
     model = LagrangianNetwork(
         solution.layout.n,
         kind="trigonometric",
@@ -503,12 +511,18 @@ def _trigonometric_model(solution, terms: _Terms, basis: Basis) -> LagrangianNet
     )
     model.kind_model.assign(solution.z[: solution.layout.inertial])
     solution.assign_forces(model)
+    model.adapt(data.q, data.qd, data.qdd)
     return model
 
 
 def _chain(model):
     """The rigid-body chain of a ``"rigid-body"`` network, or of an ensemble's first member."""
     return getattr(model, "members", (model,))[0].kind_model.chain()
+
+
+def _novel_share(model, held_out) -> float:
+    """The share of the held-out states beyond the training states of ``model`` (novelty above 1)."""
+    return float(np.mean(model.novelty(held_out.q, held_out.qd) > NOVELTY_THRESHOLD))
 
 
 def _findings(model, data) -> ResidualFindings | None:

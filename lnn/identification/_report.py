@@ -137,6 +137,11 @@ class IdentificationReport:
         The torque-sensor bias of every training recording beyond the constant
         offset (recording id -> ``(n,)``), fitted as a nuisance and not part of
         the model.
+    novel_share : float or None
+        The share of the validation states beyond the training states (the
+        linear stage's :meth:`~lnn.LagrangianNetwork.novelty` above 1). Where
+        it is large, the validation errors measure extrapolation, and so does
+        the choice among the stages.
     """
 
     stages: tuple
@@ -146,10 +151,13 @@ class IdentificationReport:
     masses: np.ndarray | None = None
     findings: ResidualFindings | None = None
     recording_offsets: dict = dataclasses.field(default_factory=dict)
+    novel_share: float | None = None
 
     def format(self) -> str:
         """A few lines for a terminal."""
         lines = [f"validation: {self.split}"]
+        if self.novel_share is not None:
+            lines[0] += f"; {self.novel_share:.0%} of its states lie beyond the training states (novelty > 1)"
         for s in self.stages:
             mark = "*" if s.name == self.chosen else " "
             per_joint = " ".join(f"{v:.3g}" for v in s.validation_mse)
