@@ -64,15 +64,8 @@ class IdentifiedModel:
         ensemble: its distance and its members' disagreement). The linear
         stages' models are adapted to the data they were fitted on, the learned
         ones by :func:`lnn.fit`; :func:`lnn.rollout` records when a trajectory
-        first leaves them.
-
-        Parameters
-        ----------
-        q, qd : array_like, shape ``(B, n)`` or ``(n,)``
-
-        Returns
-        -------
-        numpy.ndarray, shape ``(B,)`` (a float for a single state), float64
+        first leaves them. States ``q, qd`` of shape ``(B, n)`` give ``(B,)``,
+        one state ``(n,)`` a float.
         """
         return self.network.novelty(q, qd)
 
