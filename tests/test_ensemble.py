@@ -235,6 +235,27 @@ def test_fit_calibration_covers_each_recording_by_the_others():
         uncertainty.fit_calibration("tau", error, zero, zero, recording=np.arange(3))
 
 
+def test_many_recordings_are_left_out_in_at_most_ten_groups(monkeypatch):
+    """25 recordings cost the pooled fit and 10 fits without a group each, not 25; every recording gets its cover,
+    and a recording in a group of easy ones is still judged by a fit that never saw it."""
+    fits = []
+    columns = uncertainty._fit_columns
+
+    def count(error, spread):
+        fits.append(error.shape[0])
+        return columns(error, spread)
+
+    monkeypatch.setattr(uncertainty, "_fit_columns", count)
+    rng = np.random.default_rng(2)
+    sizes = np.where(np.arange(25) == 24, 3.0, 1.0)  # the last recording three times as hard
+    error = np.repeat(sizes, 2000)[:, None] * rng.normal(size=(50_000, 1))
+    zero = np.zeros_like(error)
+    fitted = uncertainty.fit_calibration("tau", error, zero, zero, recording=np.repeat(np.arange(25), 2000))
+    assert len(fits) == 1 + uncertainty.RECORDING_FOLDS and fits[0] == 50_000
+    assert fitted.recording_coverage[0.9].shape == (25, 1)
+    assert fitted.recording_coverage[0.9][24, 0] < 0.6 < fitted.recording_coverage[0.9][:24].min()
+
+
 def test_calibrate_finds_the_noise_of_the_targets(trained):
     """Targets = the ensemble's mean plus Gaussian noise of known size: the floor is that noise."""
     ensemble = lnn.Ensemble.from_members(trained.ensemble.members)
