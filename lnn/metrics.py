@@ -243,12 +243,22 @@ class CalibrationMetrics:
         Gaussian negative log-likelihood per sample (nats), per coordinate.
     samples : int
         Samples with finite values.
+    recordings : tuple
+        The recordings (trajectory ids) of the samples, in order (empty
+        without ``recording=``).
+    recording_coverage : dict of float to ndarray, shape ``(R, n)``
+        Nominal level -> each recording's coverage, rows in the order of
+        ``recordings``: one recording may be harder than the rest, and its
+        coverage then falls below the pooled one (empty without
+        ``recording=``).
     """
 
     output: str
     coverage: dict
     nll: np.ndarray
     samples: int
+    recordings: tuple = ()
+    recording_coverage: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -616,7 +626,7 @@ def mass_matrix_report(m_pred, m_true=None) -> MassMatrixReport:
     )
 
 
-def calibration(truth, mean, std, *, output: str = "qdd") -> CalibrationMetrics:
+def calibration(truth, mean, std, *, output: str = "qdd", recording=None) -> CalibrationMetrics:
     """Coverage of the nominal 50 % and 90 % Gaussian intervals and the negative log-likelihood.
 
     Parameters
@@ -626,10 +636,18 @@ def calibration(truth, mean, std, *, output: str = "qdd") -> CalibrationMetrics:
         (e.g. :class:`lnn.models.EnsemblePrediction` ``qdd`` and ``qdd_std``).
     output : str, keyword-only
         Name recorded in the result.
+    recording : array_like, shape ``(N,)``, optional, keyword-only
+        The recording (trajectory id) of every sample: also report each
+        recording's coverage (``CalibrationMetrics.recording_coverage``).
 
     Returns
     -------
     CalibrationMetrics
+
+    Raises
+    ------
+    ValueError
+        If the shapes differ, or ``recording`` does not label every sample.
     """
     truth, mean, std = (_array(x, name) for x, name in ((truth, "truth"), (mean, "mean"), (std, "std")))
     if truth.ndim != 2 or truth.shape != mean.shape or truth.shape != std.shape:
@@ -637,11 +655,31 @@ def calibration(truth, mean, std, *, output: str = "qdd") -> CalibrationMetrics:
             f"truth, mean and std must have one shape (N, n), got {truth.shape}, {mean.shape}, {std.shape}"
         )
     ok = np.all(np.isfinite(truth) & np.isfinite(mean) & np.isfinite(std), axis=1)
+    recordings, by_recording = (), {}
+    if recording is not None:
+        recording = np.asarray(recording)
+        if recording.shape != truth.shape[:1]:
+            raise ValueError(
+                f"recording must label every sample, shape ({truth.shape[0]},), got shape {recording.shape}"
+            )
+        labels = np.unique(recording)
+        recordings = tuple(label.item() for label in labels)
+        by_recording = {
+            level: np.stack(
+                [
+                    uncertainty.coverage(truth[rows], mean[rows], std[rows], level)
+                    for rows in (recording == labels[:, None])
+                ]
+            )
+            for level in uncertainty.LEVELS
+        }
     return CalibrationMetrics(
         output=output,
         coverage={level: uncertainty.coverage(truth, mean, std, level) for level in uncertainty.LEVELS},
         nll=uncertainty.gaussian_nll(truth, mean, std),
         samples=int(ok.sum()),
+        recordings=recordings,
+        recording_coverage=by_recording,
     )
 
 
@@ -837,8 +875,12 @@ def evaluate(
         the training states); for an :class:`lnn.Ensemble`,
         ``qdd_coverage_50``, ``qdd_coverage_90``, ``qdd_nll`` (and the same
         for ``tau`` when the data's torques vary; means over the
-        coordinates) and ``rollout_band_coverage_90`` (true samples inside
-        the members' 90 % band of ``q``); ``details`` holds the full results.
+        coordinates), with several recordings (trajectories, or rollouts of
+        a true system) the lowest and highest recording's coverage
+        (``qdd_coverage_90_recording_min``, ``..._max``, per level and
+        output; ``details["qdd_calibration"].recording_coverage`` holds
+        each), and ``rollout_band_coverage_90`` (true samples inside the
+        members' 90 % band of ``q``); ``details`` holds the full results.
     """
     from lnn.integrate import default_tolerances
 
@@ -897,6 +939,7 @@ class _Samples:
     reference_system: object
     true_system: object
     from_dataset: bool
+    recording: np.ndarray | None = None  # (N,): each sample's trajectory id (a dataset's) or rollout index
 
 
 def _samples(data, true_system, solver: _Solver, n_rollouts, initial_states, seed, duration, dt) -> _Samples:
@@ -904,7 +947,8 @@ def _samples(data, true_system, solver: _Solver, n_rollouts, initial_states, see
     if _is_dataset(data):
         q, qd, qdd, tau = (np.asarray(getattr(data, k), dtype=np.float64) for k in ("q", "qd", "qdd", "tau"))
         runs = _dataset_rollouts(data, n_rollouts) if n_rollouts else None
-        return _Samples(q, qd, qdd, tau, runs, true_system, true_system, True)
+        recording = np.asarray(data.trajectory)
+        return _Samples(q, qd, qdd, tau, runs, true_system, true_system, True, recording)
     if not (hasattr(data, "acceleration") and hasattr(data, "n_dof")):
         raise TypeError(f"data must be an lnn.Dataset or a MechanicalSystem, got {type(data).__name__}")
     true_system = data if true_system is None else true_system
@@ -917,7 +961,8 @@ def _samples(data, true_system, solver: _Solver, n_rollouts, initial_states, see
     reference = solver.rollout(data, q0, qd0, t)
     n = reference.q.shape[-1]
     flat = [getattr(reference, k).reshape(-1, n) for k in ("q", "qd", "qdd", "tau")]
-    return _Samples(*flat, (q0, qd0, t, None, reference), true_system, true_system, False)
+    recording = np.repeat(np.arange(reference.q.shape[0]), reference.q.shape[1])
+    return _Samples(*flat, (q0, qd0, t, None, reference), true_system, true_system, False, recording)
 
 
 def _acceleration_rows(model, s: _Samples, details: dict) -> list[MetricRow]:
@@ -991,18 +1036,30 @@ def _calibration_rows(model, s: _Samples, details: dict) -> list[MetricRow]:
     outputs = [("qdd", s.qdd[keep], prediction.qdd, prediction.qdd_std)]
     if np.any(np.var(s.tau[keep], axis=0) > 0):  # unforced data: the torques identify nothing
         outputs.append(("tau", s.tau[keep], prediction.tau, prediction.tau_std))
+    recording = None if s.recording is None else s.recording[keep]
     rows = []
     for name, truth, mean, std in outputs:
-        measured = calibration(truth, mean, std, output=name)
+        measured = calibration(truth, mean, std, output=name, recording=recording)
         details[f"{name}_calibration"] = measured
-        rows += [
-            MetricRow(
-                f"{name}_coverage_{int(round(100 * level))}",
-                float(np.nanmean(measured.coverage[level])),
-                f"fraction of true {name} inside the nominal {100 * level:g} % interval (mean over coordinates)",
+        for level in uncertainty.LEVELS:
+            percent = int(round(100 * level))
+            rows.append(
+                MetricRow(
+                    f"{name}_coverage_{percent}",
+                    float(np.nanmean(measured.coverage[level])),
+                    f"fraction of true {name} inside the nominal {percent} % interval (mean over coordinates)",
+                )
             )
-            for level in uncertainty.LEVELS
-        ]
+            if len(measured.recordings) > 1:  # one recording can be harder than the rest: show the range
+                per_recording = np.nanmean(measured.recording_coverage[level], axis=1)
+                rows += [
+                    MetricRow(
+                        f"{name}_coverage_{percent}_recording_{end}",
+                        float(reduce(per_recording)),
+                        f"the {end} of the recordings' {percent} % coverage (each a mean over coordinates)",
+                    )
+                    for end, reduce in (("min", np.nanmin), ("max", np.nanmax))
+                ]
         rows.append(MetricRow(f"{name}_nll", float(np.nanmean(measured.nll)), f"Gaussian NLL per {name} coordinate"))
     return rows
 

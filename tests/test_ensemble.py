@@ -256,6 +256,22 @@ def test_many_recordings_are_left_out_in_at_most_ten_groups(monkeypatch):
     assert fitted.recording_coverage[0.9][24, 0] < 0.6 < fitted.recording_coverage[0.9][:24].min()
 
 
+def test_calibration_metrics_cover_each_recording():
+    """Three recordings whose errors are 0.5, 1 and 3 interval standard deviations exactly: inside a 90 % interval
+    (z = 1.645) the first two, outside the third; the pooled coverage is their mean weighted by length."""
+    lengths, errors = (100, 200, 100), (0.5, 1.0, 3.0)
+    truth = np.concatenate([np.full((m, 2), e) for m, e in zip(lengths, errors)])
+    recording = np.repeat([7, 2, 5], lengths)
+    measured = lnn.metrics.calibration(truth, np.zeros_like(truth), np.ones_like(truth), recording=recording)
+    assert measured.recordings == (2, 5, 7)
+    np.testing.assert_array_equal(measured.recording_coverage[0.9], [[1.0, 1.0], [0.0, 0.0], [1.0, 1.0]])
+    np.testing.assert_array_equal(measured.recording_coverage[0.5], [[0.0, 0.0], [0.0, 0.0], [1.0, 1.0]])
+    np.testing.assert_allclose(measured.coverage[0.9], 0.75)
+    assert lnn.metrics.calibration(truth, truth, np.ones_like(truth)).recording_coverage == {}
+    with pytest.raises(ValueError, match=r"recording must label every sample, shape \(400,\), got shape \(3,\)"):
+        lnn.metrics.calibration(truth, truth, np.ones_like(truth), recording=[1, 2, 3])
+
+
 def test_calibrate_finds_the_noise_of_the_targets(trained):
     """Targets = the ensemble's mean plus Gaussian noise of known size: the floor is that noise."""
     ensemble = lnn.Ensemble.from_members(trained.ensemble.members)
@@ -524,6 +540,10 @@ def test_evaluate_reports_calibration_and_novelty_of_an_ensemble(trained, data):
         assert 0.0 <= values[name] <= 1.0
     assert np.isfinite(values["qdd_nll"]) and 0.0 <= values["novel_fraction"] <= 1.0
     assert "tau_coverage_90" not in values  # unforced data: no torque interval to check
+    per_recording = table.details["qdd_calibration"].recording_coverage[0.9]  # (3 trajectories, 2 coordinates)
+    assert table.details["qdd_calibration"].recordings == tuple(np.unique(held.trajectory).tolist())
+    assert values["qdd_coverage_90_recording_min"] == pytest.approx(per_recording.mean(axis=1).min())
+    assert values["qdd_coverage_90_recording_max"] == pytest.approx(per_recording.mean(axis=1).max())
     single = lnn.evaluate(trained.ensemble.members[0], held, n_rollouts=0).as_dict()
     assert "qdd_coverage_90" not in single and "novel_fraction" in single
 
