@@ -11,8 +11,7 @@ request, a structured residual Lagrangian (``T_r = 1/2 |C(q)^T qd|^2``,
 ``V_r(q)``, both starting near zero), trained on the torques by
 :func:`lnn.fit` (torque loss, its best validation epoch kept). The residual
 Lagrangian is a second candidate (``identify`` trains both unless told, an
-ensemble the forces alone: ``_recipe.ENSEMBLE_LAGRANGIAN``), not a part of
-every stage: on a simulated two-link URDF robot with planted Stribeck,
+ensemble too), not a part of every stage: on a simulated two-link URDF robot with planted Stribeck,
 asymmetric and position-dependent friction (``tests/test_identify.py``,
 40 s) the friction network alone took the held-out error of the linear fit
 from 0.0037 to 0.0024 N^2 m^2 on joint 1 (541 epochs), with the residual

@@ -34,15 +34,6 @@ DEFAULT_TIME = 120.0
 #: simulated Panda's test logs (0.32x; its friction drags 25-30 % more at some angles and breaks away
 #: 1.5x above its Coulomb level), and 0.0259 on the DFKI pendulum, as without them.
 DEFAULT_FRICTION = "viscous+coulomb+stribeck+position_coulomb+joint_network"
-#: Whether ``identify(..., ensemble=K)`` trains the residual Lagrangian when not told
-#: (``residual_lagrangian=None``; with learned forces). Measured on the DFKI pendulum with the URDF
-#: prior, K = 5, 2 cores (``identify(train, prior=robot, time_limit=120, ensemble=5)``): the five
-#: members' nested tapes took 110 s to trace and train their first epoch of the 33 000 samples (the
-#: forces alone: 5 s an epoch), and their compiled predictions another 40 s to trace for the
-#: calibration; with half of a 120 s budget the stage trained one epoch (validation torque MSE
-#: 0.0250 / 0.0107 against the forces' 0.0177 / 0.0091 after 17 epochs) and the call took 273 s;
-#: with half of 240 s it was never the chosen stage either.
-ENSEMBLE_LAGRANGIAN = False
 #: Without a prior, the structured network trained from scratch is a candidate stage when a function of
 #: one joint's state explains at least this share of what the trigonometric stage leaves on the training
 #: logs (:meth:`ResidualFindings.state_share`): then the basis misses the physics. Measured: the DFKI
@@ -145,9 +136,11 @@ def identify(
         forces. None (the default): both are trained, half of the remaining
         budget each, and the validation data choose (on the DFKI pendulum the
         residual Lagrangian helped, on a simulated robot whose rigid body the
-        URDF describes it overfit: :mod:`lnn.identification._learned`); with
-        ``ensemble``, the learned forces alone (:data:`ENSEMBLE_LAGRANGIAN`:
-        five members' residual Lagrangians spend most of a budget compiling).
+        URDF describes it overfit: :mod:`lnn.identification._learned`), with
+        ``ensemble`` too: five members' residual Lagrangians trained 30-33
+        epochs in their half of 240 s on the DFKI pendulum (best 9-19) and 11
+        on the simulated 7-DOF Panda, and were chosen on both
+        (``docs/benchmarks/real-robots.md``).
     dtype : {"float64", "float32"}
         Of the trained stages.
     ensemble : int, optional
@@ -415,13 +408,10 @@ def _basis_misses(findings: ResidualFindings | None, data) -> bool:
 
 
 def _residual_variants(learning: dict, terms) -> tuple[bool, ...]:
-    """Which residual stages to train: with the residual Lagrangian or not (both when not told, but for an
-    ensemble with learned forces: those alone, see :data:`ENSEMBLE_LAGRANGIAN`)."""
+    """Which residual stages to train: with the residual Lagrangian or not (both when not told)."""
     if not learning["residual"]:
         return ()
     chosen = learning["lagrangian"]
-    if chosen is None and learning["members"] and terms.learned:
-        chosen = ENSEMBLE_LAGRANGIAN  # five members' residual Lagrangians spend the budget compiling
     variants = (False, True) if chosen is None else (bool(chosen),)
     return tuple(v for v in variants if v or terms.learned)  # without learned forces only the Lagrangian learns
 
