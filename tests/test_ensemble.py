@@ -399,6 +399,24 @@ def test_fit_calibrates_on_the_samples_out_of_each_members_bag(data, monkeypatch
     assert {label.split()[0] for label in labels} == {"held-out", "training"}
 
 
+def test_fit_leaves_the_calibration_to_the_caller_when_told(data, monkeypatch):
+    """fit(..., calibrate=False) trains and does not calibrate; _ensemble.calibrate_on then calibrates as fit would
+    on the caller's arrays (identify's torques as recorded), the held-out samples thinned like the training ones."""
+    monkeypatch.setattr(_ensemble, "OUT_OF_BAG_SAMPLES", 100)
+    train, held_out = data.subset(range(18)), data.subset(range(18, 24))
+    ensemble = lnn.Ensemble(2, 3, seed=0, **OPTIONS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", lnn.IdentifiabilityWarning)
+        lnn.fit(ensemble, train, loss="acceleration", epochs=1, batch_size=64, validation=held_out, calibrate=False)
+    assert not ensemble.calibrated and ensemble.calibration is None
+    weights = lnn.train.member_weights(ensemble, train.trajectory, seed=0)
+    arrays = {k: np.asarray(getattr(train, k)) for k in ("q", "qd", "qdd", "tau", "trajectory")}  # a mapping serves
+    result = _ensemble.calibrate_on(ensemble, held_out, arrays, weights)
+    assert ensemble.calibrated and result is ensemble.calibration
+    assert 0 < result.out_of_bag <= 100
+    assert {label.split()[0] for label in result.tau.recordings} == {"held-out", "training"}
+
+
 def test_from_members_copies_trained_networks_and_refuses_mixtures(trained):
     members = trained.ensemble.members
     copy = lnn.Ensemble.from_members(members)

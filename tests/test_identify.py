@@ -182,6 +182,34 @@ def test_identify_with_a_urdf_prior_recovers_planted_bodies_biases_and_friction_
     assert error(model) < 0.8 * error(model.candidates["rigid body"])
 
 
+def test_an_identified_ensemble_is_calibrated_with_each_logs_bias_kept(monkeypatch):
+    """fit trains on the torques less each log's bias (not physics); a new log's bias is unknown, so the training
+    samples out of bag that calibrate keep theirs, as the held-out log does: the torque intervals are as wide as
+    the biases spread (0.03-0.04 N m), not as the noise (1e-3 N m)."""
+    calls = []
+    calibrate = lnn.Ensemble.calibrate
+
+    def spy(self, held, **kwargs):
+        calls.append(kwargs)
+        return calibrate(self, held, **kwargs)
+
+    monkeypatch.setattr(lnn.Ensemble, "calibrate", spy)
+    data = _logs(TRUE)
+    options = dict(friction="viscous+coulomb+joint_network", residual_lagrangian=False, offsets="recording")
+    model = lnn.identify(data, prior=WRONG_PAYLOAD, time_limit=15.0, seed=0, ensemble=2, **options)
+    assert len(model.report.recording_offsets) >= 3  # the linear stage found the biases
+    recorded = {row.tobytes(): tau for row, tau in zip(np.asarray(data.q), np.asarray(data.tau))}
+    training = calls[-1]["training"]  # identify's calibration, the last
+    as_recorded = np.stack([recorded[row.tobytes()] for row in np.asarray(training.q)])
+    np.testing.assert_array_equal(np.asarray(training.tau), as_recorded)
+    assert np.all(model.network.calibration.tau.floor > 0.02), model.network.calibration.tau.floor  # 0.035, 0.032
+    # New logs with their own biases: their 90 % intervals cover (0.97, 0.96 measured; the biases removed from the
+    # calibration, 0.32, 0.17 with floors of 0.011, 0.007).
+    new_logs = _logs(TRUE, seed=1)
+    prediction = model.predict(new_logs.q, new_logs.qd, qdd=new_logs.qdd)
+    assert np.all(lnn.uncertainty.coverage(new_logs.tau, prediction.tau, prediction.tau_std, 0.9) > 0.85)
+
+
 @pytest.mark.robots
 def test_a_linear_force_registered_in_a_test_file_is_fitted_by_identify_and_the_baseline(tmp_path):
     from lnn.baseline import least_squares

@@ -48,7 +48,8 @@ import numpy as np
 
 from lnn.models.ensemble import Ensemble
 from lnn.models.network import LagrangianNetwork
-from lnn.train import fit
+from lnn.train import fit, member_weights
+from lnn.train._ensemble import calibrate_on
 
 __all__ = [
     "HIDDEN",
@@ -152,15 +153,8 @@ def _train_forces(base: dict, solution, train, held_out, learned, seconds, seed,
         if start is not None:
             start(member)
         solution.assign_forces(member)
-    corrected = dataclasses.replace(train, tau=np.asarray(train.tau) - solution.deviation(train.trajectory))
-    history = fit(
-        network,
-        corrected,
-        loss="torque",
-        validation=held_out,
-        time_limit=seconds,
-        seed=seed,
-        learning_rate=RESIDUAL_LEARNING_RATE,
+    history = _fit_unbiased(
+        network, solution, train, held_out, loss="torque", seconds=seconds, seed=seed, rate=RESIDUAL_LEARNING_RATE
     )
     forces = f", forces {'+'.join(learned)}" if learned else ""
     detail = f"{len(history.epoch)} epochs (best {history.best_epoch}){text}{forces}, {dtype}"
@@ -173,16 +167,33 @@ def train_network(solution, train, held_out, *, friction: str | None, seconds: f
     network = _network(
         members, train.n_dof, kind="structured", hidden=HIDDEN, angular=train.angular, friction=friction, seed=seed
     )
-    corrected = dataclasses.replace(train, tau=np.asarray(train.tau) - solution.deviation(train.trajectory))
+    history = _fit_unbiased(
+        network, solution, train, held_out, loss="auto", seconds=seconds, seed=seed, rate=NETWORK_LEARNING_RATE
+    )
+    return network, f"structured {HIDDEN}, {len(history.epoch)} epochs (best {history.best_epoch})"
+
+
+def _fit_unbiased(network, solution, train, held_out, *, loss, seconds: float, seed: int, rate: float):
+    """:func:`lnn.fit` on the training torques less each recording's offset deviation that the linear
+    ``solution`` found (a log's sensor bias is not physics); an ensemble is then calibrated again with the
+    deviations kept, since a new recording's bias is unknown and its error includes it
+    (:func:`lnn.train._ensemble.calibrate_on`; the held-out recordings keep theirs throughout)."""
+    deviation = solution.deviation(train.trajectory)
+    corrected = dataclasses.replace(train, tau=np.asarray(train.tau) - deviation)
+    recalibrate = isinstance(network, Ensemble) and bool(np.any(deviation != 0.0))
     history = fit(
         network,
         corrected,
         validation=held_out,
         time_limit=seconds,
         seed=seed,
-        learning_rate=NETWORK_LEARNING_RATE,
+        learning_rate=rate,
+        loss=loss,
+        calibrate=not recalibrate,
     )
-    return network, f"structured {HIDDEN}, {len(history.epoch)} epochs (best {history.best_epoch})"
+    if recalibrate:
+        calibrate_on(network, held_out, train, member_weights(network, train.trajectory, seed=seed))
+    return history
 
 
 def _network(members: int | None, n_dof: int, **options):

@@ -50,6 +50,7 @@ __all__ = [
     "bootstrap_weights",
     "build_trainer",
     "calibrate",
+    "calibrate_on",
     "is_ensemble",
     "member_weights",
     "weighted",
@@ -168,15 +169,31 @@ def calibrate(model, data: TrainingData):
     """
     if data.validation is None or not callable(getattr(model, "calibrate", None)):
         return None
+    return calibrate_on(model, data.validation, data.train, data.train.get("weights"))
+
+
+def calibrate_on(model, validation, train, weights):
+    """:func:`calibrate` on any arrays: ``validation`` and ``train`` map (or have as attributes) ``q, qd, qdd,
+    tau`` ``(N, n)`` and ``trajectory`` ``(N,)``; ``weights`` ``(M, K)`` are the members' bootstrap counts of the
+    ``train`` samples (:func:`member_weights`; None: the validation data alone calibrate).
+
+    :func:`lnn.identify` calls it again after :func:`lnn.fit` with the training torques as recorded, each
+    recording's bias kept: fit trains (and calibrates) on them less the bias the linear stage fitted per
+    recording, and a new recording's bias is unknown, so its error includes it, as the held-out recording's does.
+    """
     fields = ("q", "qd", "qdd", "tau", "trajectory")
-    weights = data.train.get("weights")
-    recordings = np.unique(data.validation["trajectory"]).size
-    if weights is None or not (weights == 0).any() or recordings >= MIN_UNITS:
-        return model.calibrate(SimpleNamespace(**{k: np.asarray(data.validation[k]) for k in fields}))
+
+    def field(arrays, name):
+        return np.asarray(arrays[name] if isinstance(arrays, dict) else getattr(arrays, name))
+
+    recordings = np.unique(field(validation, "trajectory")).size
+    if weights is None or not (np.asarray(weights) == 0).any() or recordings >= MIN_UNITS:
+        return model.calibrate(SimpleNamespace(**{k: field(validation, k) for k in fields}))
+    weights = np.asarray(weights)
     every = slice(None, None, -(-weights.shape[0] // OUT_OF_BAG_SAMPLES))
-    thinned = every if np.arange(data.validation["q"].shape[0])[every].size >= 2 else slice(None)
-    held_out = SimpleNamespace(**{k: np.asarray(data.validation[k])[thinned] for k in fields})
-    training = SimpleNamespace(**{k: np.asarray(data.train[k])[every] for k in fields})
+    thinned = every if np.arange(field(validation, "q").shape[0])[every].size >= 2 else slice(None)
+    held_out = SimpleNamespace(**{k: field(validation, k)[thinned] for k in fields})
+    training = SimpleNamespace(**{k: field(train, k)[every] for k in fields})
     return model.calibrate(held_out, training=training, weights=weights[every])
 
 

@@ -48,6 +48,7 @@ def fit(
     adapt: bool = True,
     shuffle: bool = True,
     restore_best: bool = True,
+    calibrate: bool = True,
     tensorboard_dir=None,
     csv_log=None,
     xla: bool | None = None,
@@ -150,6 +151,11 @@ def fit(
         Shuffle the samples every epoch.
     restore_best : bool, keyword-only
         Return the model with the weights of the best epoch.
+    calibrate : bool, keyword-only
+        Calibrate an :class:`lnn.Ensemble`'s intervals after training (see
+        Notes). False leaves that to the caller, e.g. on other calibration
+        data (:func:`lnn.identify` calibrates on the torques as recorded,
+        where it trained on them less each log's bias).
     tensorboard_dir : str or Path, optional, keyword-only
         Write the epoch scalars for TensorBoard there.
     csv_log : str or Path, optional, keyword-only
@@ -238,7 +244,7 @@ def fit(
             stopped = training.run(logs)
             if restore_best:
                 training.best.restore(model)
-            if _ensemble.is_ensemble(model):
+            if calibrate and _ensemble.is_ensemble(model):
                 _ensemble.calibrate(model, data)
             training.hooks.train_end()
     return training.record.history(
