@@ -175,8 +175,8 @@ def train_network(solution, train, held_out, *, friction: str | None, seconds: f
 
 def _fit_unbiased(network, solution, train, held_out, *, loss, seconds: float, seed: int, rate: float):
     """:func:`lnn.fit` on the training torques less each recording's offset deviation that the linear
-    ``solution`` found (a log's sensor bias is not physics); an ensemble is then calibrated again with the
-    deviations kept, since a new recording's bias is unknown and its error includes it
+    ``solution`` found (a log's sensor bias is not physics); an ensemble is then calibrated here, not by fit, with
+    the deviations kept, since a new recording's bias is unknown and its error includes it
     (:func:`lnn.train._ensemble.calibrate_on`; the held-out recordings keep theirs throughout)."""
     deviation = solution.deviation(train.trajectory)
     corrected = dataclasses.replace(train, tau=np.asarray(train.tau) - deviation)

@@ -177,9 +177,10 @@ def calibrate_on(model, validation, train, weights):
     tau`` ``(N, n)`` and ``trajectory`` ``(N,)``; ``weights`` ``(M, K)`` are the members' bootstrap counts of the
     ``train`` samples (:func:`member_weights`; None: the validation data alone calibrate).
 
-    :func:`lnn.identify` calls it again after :func:`lnn.fit` with the training torques as recorded, each
-    recording's bias kept: fit trains (and calibrates) on them less the bias the linear stage fitted per
-    recording, and a new recording's bias is unknown, so its error includes it, as the held-out recording's does.
+    :func:`lnn.identify` calls it in place of :func:`lnn.fit`'s calibration (``calibrate=False``) with the
+    training torques as recorded, each recording's bias kept: fit trains on them less the bias the linear stage
+    fitted per recording, and a new recording's bias is unknown, so its error includes it, as the held-out
+    recording's does.
     """
     fields = ("q", "qd", "qdd", "tau", "trajectory")
 
