@@ -41,6 +41,8 @@ DEFAULT_FRICTION = "viscous+coulomb+stribeck+position_coulomb+joint_network"
 #: best and the test log 1.7x worse than the basis); the simulated 7-DOF Panda of benchmarks/_panda.py,
 #: whose gravity the basis of single coordinates cannot write, 22-87 % on five of its seven joints.
 STATE_SHARE = 0.2
+#: The shortest share of the budget (s) a learned stage is trained with (its first epoch traces and compiles).
+MIN_STAGE_SECONDS = 5.0
 #: How torque offsets are modelled (``offsets=``).
 OFFSETS = ("auto", "recording", "constant", None)
 
@@ -326,15 +328,21 @@ class _Stages:
         self.note(f"{name}: validation torque MSE {self.judged[-1].mean_mse:.4g} ({detail})")
 
     def train(self, variants, budget: float, start: float, train_one) -> None:
-        """Train and judge each variant with an equal share of what is left of ``budget`` since ``start``
-        (none with 5 s or less): ``train_one(variant, seconds) -> (name, model, detail)``."""
+        """Train and judge each variant with an equal share of what is left of ``budget`` since ``start``:
+        ``train_one(variant, seconds) -> (name, model, detail)``. A share of :data:`MIN_STAGE_SECONDS` or less
+        goes whole to the next variant alone (a budget too short for two stages trains one, not none); none is
+        trained with less than that left."""
         for k, variant in enumerate(variants):
-            seconds = (budget - (time.perf_counter() - start)) / (len(variants) - k)
-            if seconds <= 5.0:
+            left = budget - (time.perf_counter() - start)
+            if left <= MIN_STAGE_SECONDS:
                 break
+            share = left / (len(variants) - k)
+            alone = share <= MIN_STAGE_SECONDS
             t0 = time.perf_counter()
-            name, model, detail = train_one(variant, seconds)
+            name, model, detail = train_one(variant, left if alone else share)
             self.judge(name, model, time.perf_counter() - t0, detail)
+            if alone:
+                break
 
     def best(self, learned_only) -> Stage:
         """The first stage judged whose mean validation error is within one standard error of the lowest
