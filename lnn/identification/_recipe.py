@@ -124,7 +124,11 @@ def identify(
         on some logs hurt on a new one; on logs with a bias each, the
         deviations free the other parameters).
     time_limit : float, optional
-        Wall-time budget (s) of the trained stages (default :data:`DEFAULT_TIME`).
+        Wall-time budget (s) of the trained stages (default :data:`DEFAULT_TIME`):
+        what the linear stages leave is shared equally by the residual
+        stages; a share of :data:`MIN_STAGE_SECONDS` or less goes to the first
+        one alone. Each stage's last epoch, calibration and judging run past
+        its share (DFKI, 240 s: the call takes 250-270 s).
     seed : int
         Seed of the validation split and of the networks.
     validation : float
