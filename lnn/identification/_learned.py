@@ -11,16 +11,18 @@ request, a structured residual Lagrangian (``T_r = 1/2 |C(q)^T qd|^2``,
 ``V_r(q)``, both starting near zero), trained on the torques by
 :func:`lnn.fit` (torque loss, its best validation epoch kept). The residual
 Lagrangian is a second candidate (``identify`` trains both unless told, an
-ensemble too), not a part of every stage: on a simulated two-link URDF robot with planted Stribeck,
-asymmetric and position-dependent friction (``tests/test_identify.py``,
-40 s) the friction network alone took the held-out error of the linear fit
+ensemble too), not a part of every stage: on a simulated two-link URDF
+robot with planted Stribeck, asymmetric and position-dependent friction
+(``tests/test_identify.py``, 40 s) the friction network alone took the held-out error of the linear fit
 from 0.0037 to 0.0024 N^2 m^2 on joint 1 (541 epochs), with the residual
 Lagrangian beside it the error rose to 0.0045 (123 epochs: its
 forward-over-reverse pass costs 4x, and the extra freedom overfits). A peak
 learning rate of 3e-3 reached 0.0024 where 1e-3 reached 0.0028 and 1e-2 0.0028.
-The training torques have each recording's offset deviation (fitted by the linear stage) taken out, so the network
-does not learn one log's sensor bias as physics; the held-out recordings
-keep theirs (a new recording's bias is unknown). The rigid body's torque is
+The training torques have each recording's offset deviation (fitted by the
+linear stage) taken out, so the network does not learn one log's sensor
+bias as physics; the held-out recordings keep theirs (a new recording's
+bias is unknown), and so do the training samples that calibrate an
+ensemble. The rigid body's torque is
 its Newton-Euler recursion (O(n), no mass matrix), so the stage trains a
 7-DOF arm at the rate of a small network.
 
