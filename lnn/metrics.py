@@ -657,22 +657,10 @@ def calibration(truth, mean, std, *, output: str = "qdd", recording=None) -> Cal
     ok = np.all(np.isfinite(truth) & np.isfinite(mean) & np.isfinite(std), axis=1)
     recordings, by_recording = (), {}
     if recording is not None:
-        recording = np.asarray(recording)
-        if recording.shape != truth.shape[:1]:
-            raise ValueError(
-                f"recording must label every sample, shape ({truth.shape[0]},), got shape {recording.shape}"
-            )
-        labels = np.unique(recording)
-        recordings = tuple(label.item() for label in labels)
         by_recording = {
-            level: np.stack(
-                [
-                    uncertainty.coverage(truth[rows], mean[rows], std[rows], level)
-                    for rows in (recording == labels[:, None])
-                ]
-            )
-            for level in uncertainty.LEVELS
+            level: uncertainty.coverage_by_recording(truth, mean, std, recording, level) for level in uncertainty.LEVELS
         }
+        recordings = tuple(label.item() for label in np.unique(recording))
     return CalibrationMetrics(
         output=output,
         coverage={level: uncertainty.coverage(truth, mean, std, level) for level in uncertainty.LEVELS},

@@ -46,6 +46,7 @@ __all__ = [
     "RECORDING_FOLDS",
     "Calibration",
     "coverage",
+    "coverage_by_recording",
     "fit_calibration",
     "gaussian_nll",
     "interval_std",
@@ -109,6 +110,35 @@ def coverage(truth, mean, std, level: float) -> np.ndarray:
     inside = (np.abs(truth - mean) <= z_value(level) * std) & ok
     with np.errstate(invalid="ignore", divide="ignore"):
         return inside.sum(axis=0) / np.where(ok.sum(axis=0) > 0, ok.sum(axis=0), np.nan)
+
+
+def coverage_by_recording(truth, mean, std, recording, level: float) -> np.ndarray:
+    """:func:`coverage` of each recording's samples.
+
+    Parameters
+    ----------
+    truth, mean, std : array_like, shape ``(N, n)``
+    recording : array_like, shape ``(N,)``
+        The recording of every sample (any labels).
+    level : float
+
+    Returns
+    -------
+    numpy.ndarray, shape ``(R, n)``
+        One row per recording, in the order of ``numpy.unique(recording)``.
+
+    Raises
+    ------
+    ValueError
+        If ``recording`` does not label every sample.
+    """
+    truth, mean, std = (np.asarray(x, np.float64) for x in (truth, mean, std))
+    recording = np.asarray(recording)
+    if recording.shape != truth.shape[:1]:
+        raise ValueError(f"recording must label every sample, shape ({truth.shape[0]},), got shape {recording.shape}")
+    labels, which = np.unique(recording, return_inverse=True)
+    rows = [which == r for r in range(labels.size)]
+    return np.stack([coverage(truth[mine], mean[mine], std[mine], level) for mine in rows])
 
 
 def gaussian_nll(truth, mean, std) -> np.ndarray:
@@ -261,18 +291,14 @@ def _left_out_coverage(error: np.ndarray, spread: np.ndarray, recording) -> tupl
     names = tuple(str(label) for label in labels)
     if labels.size < 2:
         return names, {}
-    out = {level: np.empty((labels.size, error.shape[1])) for level in LEVELS}
-    zero = np.zeros_like(error)
+    std = np.empty_like(error)  # each sample's interval fitted without its recording's group
     fold = (np.arange(labels.size) * min(RECORDING_FOLDS, labels.size)) // labels.size  # of each recording
     for f in np.unique(fold):
         left_out = np.isin(which, np.flatnonzero(fold == f))
         scale, floor = _fit_columns(error[~left_out], spread[~left_out])
-        for r in np.flatnonzero(fold == f):
-            mine = which == r
-            std = interval_std(spread[mine], scale, floor)
-            for level in LEVELS:
-                out[level][r] = coverage(error[mine], zero[mine], std, level)
-    return names, out
+        std[left_out] = interval_std(spread[left_out], scale, floor)
+    zero = np.zeros_like(error)
+    return names, {level: coverage_by_recording(error, zero, std, recording, level) for level in LEVELS}
 
 
 # ----------------------------------------------------------------------------- novelty along rollouts
