@@ -264,12 +264,15 @@ def _calibration(ensemble, held, results):
     from lnn import metrics
 
     prediction = ensemble.predict(held.q, held.qd, tau=held.tau, qdd=held.qdd)
-    cal = metrics.calibration(held.qdd, prediction.qdd, prediction.qdd_std, output="qdd")
+    cal = metrics.calibration(held.qdd, prediction.qdd, prediction.qdd_std, output="qdd", dof=prediction.qdd_dof)
     raw = metrics.calibration(held.qdd, prediction.qdd, prediction.qdd_spread, output="qdd")
     member_errors = [metrics.acceleration_error(m, held.qdd).median for m in prediction.qdd_members]
     mean_error = metrics.acceleration_error(prediction.qdd, held.qdd).median
     print(f"\ncalibration of qdd on {held.n_trajectories} held-out trajectories ({cal.samples} samples)")
-    print(f"  scale {np.round(ensemble.qdd_scale.numpy(), 3)}, floor {np.round(ensemble.qdd_floor.numpy(), 4)}")
+    print(
+        f"  scale {np.round(ensemble.qdd_scale.numpy(), 3)}, floor {np.round(ensemble.qdd_floor.numpy(), 4)}, "
+        f"tails' degrees of freedom {np.round(ensemble.qdd_dof.numpy(), 2)} (inf: Gaussian)"
+    )
     for level in (0.5, 0.9):
         print(
             f"  {100 * level:.0f} % interval covers {np.round(100 * cal.coverage[level], 1)} % "
@@ -288,9 +291,37 @@ def _calibration(ensemble, held, results):
         "nll": cal.nll.tolist(),
         "scale": ensemble.qdd_scale.numpy().tolist(),
         "floor": ensemble.qdd_floor.numpy().tolist(),
+        "dof": ensemble.qdd_dof.numpy().tolist(),
         "mean_error": mean_error,
         "member_errors": member_errors,
     }
+
+
+def _compare_tails(ensemble, held, results, *, trajectories: int):
+    """Gaussian and Student-t tails fitted on the same other trajectories (seed 2), judged on the held-out ones."""
+    import lnn
+    import simulations
+    from lnn import uncertainty
+
+    other = lnn.generate(simulations.DoublePendulum(g=9.8), n_trajectories=trajectories, duration=5.0, dt=0.02, seed=2)
+    fitted_on = ensemble.predict(other.q, other.qd, tau=other.tau)
+    prediction = ensemble.predict(held.q, held.qd, tau=held.tau)
+    print(f"\nqdd tails fitted on {trajectories} other trajectories (seed 2), judged on the held-out ones")
+    for tails in ("gaussian", "student"):
+        fit = uncertainty.fit_calibration("qdd", other.qdd, fitted_on.qdd, fitted_on.qdd_spread, tails=tails)
+        std = uncertainty.interval_std(prediction.qdd_spread, fit.scale, fit.floor)
+        cover = {level: uncertainty.coverage(held.qdd, prediction.qdd, std, level, fit.dof) for level in (0.5, 0.9)}
+        nll = uncertainty.predictive_nll(held.qdd, prediction.qdd, std, fit.dof)
+        print(
+            f"  {tails:<8s} dof {np.round(fit.dof, 2)}: 50 % covers {np.round(100 * cover[0.5], 1)} %, "
+            f"90 % {np.round(100 * cover[0.9], 1)} %, NLL {np.round(nll, 3)}"
+        )
+        results[f"tails {tails}"] = {
+            "dof": fit.dof.tolist(),
+            "coverage_50": cover[0.5].tolist(),
+            "coverage_90": cover[0.9].tolist(),
+            "nll": nll.tolist(),
+        }
 
 
 def _novelty(ensemble, data, held, results):
@@ -421,6 +452,7 @@ def section_accuracy(args, results):
         if args.save:
             ensemble.save(args.save)
     _calibration(ensemble, held, results)
+    _compare_tails(ensemble, held, results, trajectories=8 if args.quick else 26)
     _novelty(ensemble, data, held, results)
     _rollouts(ensemble, system, held, results, duration=10.0)
     if args.figure:

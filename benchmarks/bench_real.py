@@ -152,17 +152,30 @@ def calibration(folder: Path, seconds: float, members: int) -> None:
         )
         mse = _dfki.torque_mse(fit, train.subset([k]))
         print(f"  {name}: torque MSE J1 {mse[0]:.4f}, J2 {mse[1]:.4f}")
+    fitted_on = []  # the torque calibrations' samples, to compare the tails on the same ones after
+    fit_calibration = uncertainty.fit_calibration
+
+    def keeping_samples(output, truth, mean, spread, **options):
+        result = fit_calibration(output, truth, mean, spread, **options)
+        if output == "tau":
+            fitted_on.append((result, (truth, mean, spread), options))
+        return result
+
     t0 = time.perf_counter()
-    model = lnn.identify(train, prior=robot, time_limit=seconds, seed=0, ensemble=members)
+    uncertainty.fit_calibration = keeping_samples
+    try:
+        model = lnn.identify(train, prior=robot, time_limit=seconds, seed=0, ensemble=members)
+    finally:
+        uncertainty.fit_calibration = fit_calibration
     prediction = model.predict(test.q, test.qd, qdd=test.qdd)
     print(
         f"\nDFKI, identify(..., ensemble={members}), URDF prior, {time.perf_counter() - t0:.0f} s "
         f"(chose {model.report.chosen}); on trajectory_03 (J1, J2):"
     )
     for level in (0.5, 0.9):
-        covered = uncertainty.coverage(test.tau, prediction.tau, prediction.tau_std, level)
+        covered = uncertainty.coverage(test.tau, prediction.tau, prediction.tau_std, level, prediction.tau_dof)
         print(f"  {level:.0%} torque intervals cover {covered[0]:.1%}, {covered[1]:.1%}")
-    nll = uncertainty.gaussian_nll(test.tau, prediction.tau, prediction.tau_std)
+    nll = uncertainty.predictive_nll(test.tau, prediction.tau, prediction.tau_std, prediction.tau_dof)
     print(f"  negative log-likelihood per sample {nll[0]:.3f}, {nll[1]:.3f} nats")
     members_mse = np.mean((prediction.tau_members - np.asarray(test.tau)[None]) ** 2, axis=1)  # (K, n)
     mean_mse = np.mean((prediction.tau - test.tau) ** 2, axis=0)
@@ -178,6 +191,30 @@ def calibration(folder: Path, seconds: float, members: int) -> None:
         )
         print(f"    {label:<12s} {covers}")
     print("\n".join("    " + line for line in model.report.format().splitlines()), flush=True)
+    chosen = [f for f in fitted_on if np.allclose(f[0].floor, model.network.tau_floor.numpy(), rtol=1e-6)]
+    if chosen:
+        _compare_tails(*chosen[-1][1:], test, prediction)
+
+
+def _compare_tails(samples, options, test, prediction) -> None:
+    """The chosen stage's torque intervals with Gaussian and with Student-t tails, fitted on the same samples:
+    the mean and range of the calibration logs' cover (each fitted on the others) and the test log's."""
+    from lnn import uncertainty
+
+    print("  tails fitted on the same calibration samples (J1, J2):")
+    for tails in ("gaussian", "student"):
+        fitted = uncertainty.fit_calibration("tau", *samples, tails=tails, **options)
+        std = uncertainty.interval_std(prediction.tau_spread, fitted.scale, fitted.floor)
+        nll = uncertainty.predictive_nll(test.tau, prediction.tau, std, fitted.dof)
+        print(f"    {tails} (dof {', '.join(f'{v:.3g}' for v in fitted.dof)}); test NLL {nll[0]:.3f}, {nll[1]:.3f}")
+        for level in uncertainty.LEVELS:
+            logs = fitted.recording_coverage[level]
+            test_cover = uncertainty.coverage(test.tau, prediction.tau, std, level, fitted.dof)
+            print(
+                f"      {level:.0%}: calibration logs mean {logs.mean(axis=0)[0]:.1%}, {logs.mean(axis=0)[1]:.1%} "
+                f"(ranges {logs[:, 0].min():.1%}-{logs[:, 0].max():.1%}, {logs[:, 1].min():.1%}-"
+                f"{logs[:, 1].max():.1%}); trajectory_03 {test_cover[0]:.1%}, {test_cover[1]:.1%}"
+            )
 
 
 def panda(seconds: float, *, seed: int = 0) -> None:

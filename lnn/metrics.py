@@ -230,7 +230,7 @@ class MassMatrixReport:
 
 @dataclass(frozen=True)
 class CalibrationMetrics:
-    """How well Gaussian intervals cover held-out truths (:func:`calibration`).
+    """How well predictive intervals cover held-out truths (:func:`calibration`).
 
     Attributes
     ----------
@@ -238,9 +238,12 @@ class CalibrationMetrics:
         What was predicted (``"qdd"``, ``"tau"``).
     coverage : dict of float to ndarray, shape ``(n,)``
         Nominal level (0.5, 0.9) -> fraction of the truths inside ``mean ±
-        z(level) std``, per output coordinate.
+        k std``, per output coordinate (``k``:
+        :func:`lnn.uncertainty.standard_quantile`; ``z(level)`` for Gaussian
+        tails).
     nll : ndarray, shape ``(n,)``
-        Gaussian negative log-likelihood per sample (nats), per coordinate.
+        Negative log-likelihood per sample (nats), per coordinate
+        (:func:`lnn.uncertainty.predictive_nll`).
     samples : int
         Samples with finite values.
     recordings : tuple
@@ -626,8 +629,8 @@ def mass_matrix_report(m_pred, m_true=None) -> MassMatrixReport:
     )
 
 
-def calibration(truth, mean, std, *, output: str = "qdd", recording=None) -> CalibrationMetrics:
-    """Coverage of the nominal 50 % and 90 % Gaussian intervals and the negative log-likelihood.
+def calibration(truth, mean, std, *, output: str = "qdd", recording=None, dof=None) -> CalibrationMetrics:
+    """Coverage of the nominal 50 % and 90 % intervals and the negative log-likelihood.
 
     Parameters
     ----------
@@ -639,6 +642,10 @@ def calibration(truth, mean, std, *, output: str = "qdd", recording=None) -> Cal
     recording : array_like, shape ``(N,)``, optional, keyword-only
         The recording (trajectory id) of every sample: also report each
         recording's coverage (``CalibrationMetrics.recording_coverage``).
+    dof : array_like, shape ``(n,)``, optional, keyword-only
+        Degrees of freedom of the predictive distribution's Student-t tails
+        per coordinate (``EnsemblePrediction.qdd_dof``); None or inf:
+        Gaussian.
 
     Returns
     -------
@@ -655,16 +662,18 @@ def calibration(truth, mean, std, *, output: str = "qdd", recording=None) -> Cal
             f"truth, mean and std must have one shape (N, n), got {truth.shape}, {mean.shape}, {std.shape}"
         )
     ok = np.all(np.isfinite(truth) & np.isfinite(mean) & np.isfinite(std), axis=1)
+    dof = np.inf if dof is None else np.asarray(dof, np.float64)
     recordings, by_recording = (), {}
     if recording is not None:
         by_recording = {
-            level: uncertainty.coverage_by_recording(truth, mean, std, recording, level) for level in uncertainty.LEVELS
+            level: uncertainty.coverage_by_recording(truth, mean, std, recording, level, dof)
+            for level in uncertainty.LEVELS
         }
         recordings = tuple(label.item() for label in np.unique(recording))
     return CalibrationMetrics(
         output=output,
-        coverage={level: uncertainty.coverage(truth, mean, std, level) for level in uncertainty.LEVELS},
-        nll=uncertainty.gaussian_nll(truth, mean, std),
+        coverage={level: uncertainty.coverage(truth, mean, std, level, dof) for level in uncertainty.LEVELS},
+        nll=uncertainty.predictive_nll(truth, mean, std, dof),
         samples=int(ok.sum()),
         recordings=recordings,
         recording_coverage=by_recording,
@@ -1021,13 +1030,13 @@ def _calibration_rows(model, s: _Samples, details: dict) -> list[MetricRow]:
     if not (callable(getattr(model, "predict", None)) and isinstance(getattr(model, "members", None), tuple)):
         return []
     prediction, keep = _ensemble_prediction(model, s)
-    outputs = [("qdd", s.qdd[keep], prediction.qdd, prediction.qdd_std)]
+    outputs = [("qdd", s.qdd[keep], prediction.qdd, prediction.qdd_std, prediction.qdd_dof)]
     if np.any(np.var(s.tau[keep], axis=0) > 0):  # unforced data: the torques identify nothing
-        outputs.append(("tau", s.tau[keep], prediction.tau, prediction.tau_std))
+        outputs.append(("tau", s.tau[keep], prediction.tau, prediction.tau_std, prediction.tau_dof))
     recording = None if s.recording is None else s.recording[keep]
     rows = []
-    for name, truth, mean, std in outputs:
-        measured = calibration(truth, mean, std, output=name, recording=recording)
+    for name, truth, mean, std, dof in outputs:
+        measured = calibration(truth, mean, std, output=name, recording=recording, dof=dof)
         details[f"{name}_calibration"] = measured
         for level in uncertainty.LEVELS:
             percent = int(round(100 * level))

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import importlib
-import math
+import json
 import warnings
 from statistics import NormalDist
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from scipy.stats import t as student_t
 
 pytest.importorskip("tensorflow")
 
 import lnn  # noqa: E402
 import simulations  # noqa: E402
 from lnn import uncertainty  # noqa: E402
+from lnn.models.ensemble import EnsembleCalibration  # noqa: E402
 from lnn.train import _ensemble  # noqa: E402
 
 OPTIONS = dict(angular=True, dtype="float64", hidden=(16, 16))
@@ -146,7 +148,10 @@ def test_predict_is_the_members_mean_and_spread(trained):
     a, b = ensemble.qdd_scale.numpy(), ensemble.qdd_floor.numpy()
     np.testing.assert_allclose(prediction.qdd_std, np.sqrt((a * prediction.qdd_spread) ** 2 + b**2), rtol=1e-12)
     band = prediction.interval("qdd", level=0.9)
-    np.testing.assert_allclose(band.upper - band.mean, 1.6448536269514722 * prediction.qdd_std, rtol=1e-12)
+    dof = ensemble.qdd_dof.numpy().astype(np.float64)
+    np.testing.assert_array_equal(prediction.qdd_dof, dof)
+    half = np.where(np.isinf(dof), 1.6448536269514722, student_t.ppf(0.95, np.minimum(dof, 1e9)) * np.sqrt(1 - 2 / dof))
+    np.testing.assert_allclose(band.upper - band.mean, half * prediction.qdd_std, rtol=1e-12)
     assert ensemble.predict(q, qd).tau is None
     with pytest.raises(ValueError, match="no tau"):
         ensemble.predict(q, qd).interval("tau")
@@ -206,9 +211,83 @@ def test_fit_calibration_recovers_a_known_scale_and_floor():
     assert np.all(fitted.nll < fitted.raw_nll)
 
 
+def test_the_tails_half_widths_and_likelihoods_are_the_student_t_closed_forms():
+    """A Student-t of nu degrees of freedom scaled to unit variance: its central interval of probability p is
+    +-t_nu(0.5 + p / 2) sqrt((nu - 2) / nu) standard deviations, the Gaussian's z(p) when nu is inf."""
+    dof = np.array([3.0, 6.0, 50.0, np.inf])
+    for level in (0.5, 0.9):
+        half = uncertainty.standard_quantile(level, dof)
+        np.testing.assert_allclose(half[:3], student_t.ppf(0.5 + level / 2, dof[:3]) * np.sqrt((dof[:3] - 2) / dof[:3]))
+        assert half[3] == uncertainty.z_value(level)
+        scaled = half[:3] / np.sqrt((dof[:3] - 2) / dof[:3])  # back in the t's own units: probability p inside
+        np.testing.assert_allclose(student_t.cdf(scaled, dof[:3]) - student_t.cdf(-scaled, dof[:3]), level)
+    np.testing.assert_allclose(uncertainty.standard_quantile(0.9, 6.0), 1.5866, atol=1e-4)  # narrower than 1.645
+    np.testing.assert_allclose(uncertainty.standard_quantile(0.5, 6.0), 0.5859, atol=1e-4)  # narrower than 0.674
+    with pytest.raises(ValueError, match=r"dof must be above 2 \(or inf for Gaussian tails\), got"):
+        uncertainty.standard_quantile(0.9, [2.0, 5.0])
+    rng = np.random.default_rng(5)
+    truth, mean = rng.normal(size=(2, 500, 2))
+    std = rng.uniform(0.5, 2.0, (500, 2))
+    np.testing.assert_allclose(
+        uncertainty.predictive_nll(truth, mean, std), uncertainty.gaussian_nll(truth, mean, std), rtol=1e-12
+    )
+    nu = np.array([4.0, np.inf])
+    nll = uncertainty.predictive_nll(truth, mean, std, nu)
+    scale = std[:, 0] * np.sqrt((nu[0] - 2) / nu[0])
+    np.testing.assert_allclose(nll[0], -np.mean(student_t.logpdf(truth[:, 0], nu[0], loc=mean[:, 0], scale=scale)))
+    np.testing.assert_allclose(nll[1], uncertainty.gaussian_nll(truth, mean, std)[1], rtol=1e-12)
+    inside = uncertainty.coverage(truth, mean, std, 0.9, nu)
+    k = uncertainty.standard_quantile(0.9, nu)
+    np.testing.assert_array_equal(inside, np.mean(np.abs(truth - mean) <= k * std, axis=0))
+
+
+def test_fit_calibration_recovers_heavy_tails_and_keeps_gaussian_ones():
+    """Errors of standard deviation sqrt((a s)² + b²) whose shape is a Student-t of 5 degrees of freedom on one
+    output and Gaussian on the other: the fit finds the standard deviation, nu near 5 and inf, and its intervals
+    cover their nominal level where the Gaussian ones of the same standard deviation over-cover at 50 %."""
+    rng = np.random.default_rng(6)
+    spread = rng.lognormal(0.0, 0.5, (60_000, 2))
+    scale, floor = np.array([1.5, 0.8]), np.array([0.4, 0.6])
+    std = np.sqrt((scale * spread) ** 2 + floor**2)
+    shape = np.stack([rng.standard_t(5.0, 60_000) * np.sqrt(3.0 / 5.0), rng.normal(size=60_000)], axis=1)
+    error = std * shape
+    fitted = uncertainty.fit_calibration("tau", error, np.zeros_like(error), spread)
+    np.testing.assert_allclose(fitted.scale, scale, rtol=0.05)
+    np.testing.assert_allclose(fitted.floor, floor, rtol=0.12)
+    np.testing.assert_allclose(fitted.dof[0], 5.0, rtol=0.15)
+    assert np.isinf(fitted.dof[1])
+    for level in uncertainty.LEVELS:
+        np.testing.assert_allclose(fitted.coverage[level], level, atol=0.01)
+    assert uncertainty.coverage(error, np.zeros_like(error), std, 0.5)[0] > 0.53  # Gaussian, the true std: too wide
+    gaussian = uncertainty.fit_calibration("tau", error, np.zeros_like(error), spread, tails="gaussian")
+    assert np.all(np.isinf(gaussian.dof)) and gaussian.coverage[0.5][0] > 0.53
+    assert gaussian.nll[0] > fitted.nll[0]  # the Student-t is the likelier
+    np.testing.assert_allclose(gaussian.nll[1], fitted.nll[1], rtol=1e-9)
+    with pytest.raises(ValueError, match="tails must be 'student' or 'gaussian', got 'laplace'"):
+        uncertainty.fit_calibration("tau", error, np.zeros_like(error), spread, tails="laplace")
+
+
+def test_an_ensemble_saved_before_the_tails_loads_with_gaussian_ones(trained):
+    """A file of six own variables (scales, floors, disagreement, the flag; no degrees of freedom) loads them and
+    leaves the tails Gaussian."""
+    ensemble = lnn.Ensemble.from_members(trained.ensemble.members)
+    ensemble.qdd_dof.assign(np.array([4.0, 7.0], ensemble.qdd_dof.dtype))
+    old = [np.array([2.0, 3.0]), np.array([0.1, 0.2]), np.array([4.0, 5.0]), np.array([0.3, 0.4]), 1.5, 1.0]
+    ensemble.load_own_variables({str(k): np.asarray(v, np.float32) for k, v in enumerate(old)})
+    np.testing.assert_allclose(ensemble.qdd_scale.numpy(), [2.0, 3.0])
+    np.testing.assert_allclose(ensemble.tau_floor.numpy(), [0.3, 0.4])
+    assert ensemble.calibrated and float(ensemble.disagreement_scale.numpy()) == 1.5
+    assert np.all(np.isinf(ensemble.qdd_dof.numpy())) and np.all(np.isinf(ensemble.tau_dof.numpy()))
+    q, qd = _states(5, seed=3)
+    prediction = ensemble.predict(q, qd)
+    band = prediction.interval("qdd", level=0.5)
+    np.testing.assert_allclose(band.upper - band.mean, uncertainty.z_value(0.5) * prediction.qdd_std, rtol=1e-12)
+
+
 def test_fit_calibration_covers_each_recording_by_the_others():
-    """Three recordings with errors of size 1 and one of size 2, no spread: calibrated on the other three the hard
-    one is covered as |N(0, 4)| < 1.645 (59 %), each easy one by a floor of sqrt((1 + 1 + 4) / 3) (98 %)."""
+    """Three recordings with errors of size 1 and one of size 2, no spread: calibrated on the other three (Gaussian)
+    the hard one is covered as |N(0, 4)| < 1.645 (59 %); each easy one by the fit on the two others and the hard one
+    (heavy tails: two scales pooled), as that fit covers it when made alone."""
     rng = np.random.default_rng(1)
     sizes = np.array([1.0, 1.0, 1.0, 2.0])
     recording = np.repeat(["c", "a", "b", "hard"], 20_000)
@@ -217,14 +296,18 @@ def test_fit_calibration_covers_each_recording_by_the_others():
     fitted = uncertainty.fit_calibration("tau", error, zero, zero, recording=recording)
     assert fitted.recordings == ("a", "b", "c", "hard")  # sorted labels, the rows of recording_coverage
     assert set(fitted.recording_coverage) == set(uncertainty.LEVELS)
-    wide = math.sqrt(2.0)
-    covered = {
-        level: [2 * NormalDist().cdf(uncertainty.z_value(level) * w) - 1 for w in (wide, wide, wide, 0.5)]
-        for level in uncertainty.LEVELS
-    }
-    expected = {level: np.repeat(np.array(c)[:, None], 2, axis=1) for level, c in covered.items()}
     for level in uncertainty.LEVELS:
-        np.testing.assert_allclose(fitted.recording_coverage[level], expected[level], atol=0.012)
+        hard = 2 * NormalDist().cdf(uncertainty.z_value(level) * 0.5) - 1
+        np.testing.assert_allclose(fitted.recording_coverage[level][3], hard, atol=0.012)
+    for r, label in enumerate(("a", "b", "c")):
+        mine = recording == label
+        others = uncertainty.fit_calibration("tau", error[~mine], zero[~mine], zero[~mine])
+        assert np.all(others.dof < uncertainty.GAUSSIAN_DOF)
+        std = uncertainty.interval_std(zero[mine], others.scale, others.floor)
+        for level in uncertainty.LEVELS:
+            alone = uncertainty.coverage(error[mine], zero[mine], std, level, others.dof)
+            np.testing.assert_allclose(fitted.recording_coverage[level][r], alone, rtol=1e-12)
+            assert fitted.recording_coverage[level][r].min() > level  # an easy recording: covered beyond nominal
     np.testing.assert_allclose(fitted.coverage[0.9], 0.9, atol=0.02)  # the pooled fit, on its own data
     alone = uncertainty.fit_calibration("tau", error, zero, zero)
     assert alone.recordings == () and alone.recording_coverage == {}
@@ -241,9 +324,9 @@ def test_many_recordings_are_left_out_in_at_most_ten_groups(monkeypatch):
     fits = []
     columns = uncertainty._fit_columns
 
-    def count(error, spread):
+    def count(error, spread, heavy=True):
         fits.append(error.shape[0])
-        return columns(error, spread)
+        return columns(error, spread, heavy)
 
     monkeypatch.setattr(uncertainty, "_fit_columns", count)
     rng = np.random.default_rng(2)
@@ -328,12 +411,18 @@ def test_calibrate_pools_the_training_samples_out_of_each_members_bag(trained):
         np.concatenate([held.tau, oob_mean[rows]]),
         spread,
     )
+    # The errors do not follow the spread: the scale is degenerate (about 0) and the floor is the fit.
     np.testing.assert_allclose(pooled.tau.floor, expected.floor, rtol=1e-6)
-    np.testing.assert_allclose(pooled.tau.scale, expected.scale, rtol=1e-6)
+    np.testing.assert_allclose(pooled.tau.scale, expected.scale, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(pooled.tau.dof, expected.dof, rtol=1e-6)
     np.testing.assert_allclose(alone.tau.floor, 0.1, rtol=0.08)
+    assert np.all(np.isinf(alone.tau.dof))  # Gaussian noise: Gaussian tails
     sizes = np.sqrt(pooled.tau.scale**2 * np.mean(spread**2, axis=0) + pooled.tau.floor**2)
     pooled_rms = np.sqrt((3000 * 0.1**2 + rows.size * 0.3**2) / (3000 + rows.size))  # not the held-out one's 0.1
-    np.testing.assert_allclose(sizes, pooled_rms, rtol=0.06)
+    # Two scales pooled have heavy tails (a Student-t of few degrees of freedom, MIN_DOF here), whose fitted
+    # standard deviation is that of the pooled errors within 12 % (0.219 against 0.199).
+    np.testing.assert_allclose(sizes, pooled_rms, rtol=0.12)
+    assert np.all(pooled.tau.dof < 10)
     np.testing.assert_allclose(ensemble.tau_floor.numpy(), pooled.tau.floor)
 
 
@@ -461,6 +550,34 @@ def test_save_and_load_give_the_same_ensemble(trained, tmp_path):
     np.testing.assert_array_equal(loaded.novelty(q, qd), trained.ensemble.novelty(q, qd))
     for x, y in zip(trained.ensemble.variables, loaded.variables):
         np.testing.assert_array_equal(x.numpy(), y.numpy())
+    _assert_same_calibration(loaded.calibration, trained.ensemble.calibration)
+
+
+def _assert_same_calibration(a, b):
+    """Two :class:`lnn.EnsembleCalibration` s are equal field by field (arrays exactly, NaN equal to NaN)."""
+    assert a is not None and b is not None
+    assert (a.disagreement_scale, a.out_of_bag) == (b.disagreement_scale, b.out_of_bag)
+    for output in ("qdd", "tau"):
+        x, y = getattr(a, output), getattr(b, output)
+        assert (x.output, x.samples, x.recordings) == (y.output, y.samples, y.recordings)
+        for name in ("scale", "floor", "nll", "raw_nll"):
+            np.testing.assert_array_equal(getattr(x, name), getattr(y, name))
+        for name in ("coverage", "raw_coverage", "recording_coverage"):
+            assert getattr(x, name).keys() == getattr(y, name).keys()
+            for level in getattr(x, name):
+                np.testing.assert_array_equal(getattr(x, name)[level], getattr(y, name)[level])
+
+
+def test_the_calibration_summary_is_saved_and_an_uncalibrated_ensemble_has_none(trained, tmp_path):
+    fitted = trained.ensemble.calibration
+    assert fitted.tau.recordings and fitted.tau.recording_coverage  # a summary with every field filled
+    _assert_same_calibration(EnsembleCalibration.from_json(json.loads(json.dumps(fitted.to_json()))), fitted)
+    fresh = lnn.Ensemble(2, 2, angular=True, seed=3)
+    fresh.predict(*_states(2, seed=1))  # built
+    fresh.save(tmp_path / "fresh.keras")
+    assert lnn.load_model(tmp_path / "fresh.keras").calibration is None
+    with pytest.raises(ValueError, match="not a calibration written by Calibration.to_json: KeyError"):
+        uncertainty.Calibration.from_json({"output": "tau"})
 
 
 # -- rollouts -------------------------------------------------------------------------------------

@@ -324,11 +324,14 @@ def print_calibration(ensemble) -> None:
     for output in ("qdd", "tau"):
         scale = getattr(ensemble, f"{output}_scale").numpy()
         floor = getattr(ensemble, f"{output}_floor").numpy()
+        dof = getattr(ensemble, f"{output}_dof").numpy()
         print(
             f"  {output} intervals calibrated on the validation data: scale "
             + " ".join(f"{v:.3g}" for v in scale)
             + ", floor "
             + " ".join(f"{v:.3g}" for v in floor)
+            + ", tails (Student-t degrees of freedom) "
+            + " ".join("Gaussian" if v == float("inf") else f"{v:.3g}" for v in dof)
         )
         fitted = getattr(calibration, output, None)
         if fitted is None or not fitted.recording_coverage:

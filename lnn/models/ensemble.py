@@ -15,7 +15,8 @@ What it adds to a model:
   (:class:`EnsemblePrediction`);
 - :meth:`Ensemble.calibrate`: the scale and floor that turn the members'
   spread ``s`` into a predictive standard deviation ``sqrt((a s)² + b²)``,
-  fitted per output on held-out data by maximum likelihood
+  and the degrees of freedom of its (Student-t) tails, fitted per output on
+  held-out data by maximum likelihood
   (:mod:`lnn.uncertainty`) and saved with the model; :func:`lnn.fit`
   calibrates on its validation data;
 - :meth:`Ensemble.novelty`: the members' distance to the training states,
@@ -29,6 +30,8 @@ What it adds to a model:
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 
 import keras
 import numpy as np
@@ -43,6 +46,8 @@ __all__ = ["Ensemble", "EnsembleCalibration", "EnsemblePrediction"]
 
 #: Rows per compiled call of :meth:`Ensemble.predict` on large batches.
 _CHUNK = 8192
+#: The asset of a saved ensemble that holds its calibration summary (:meth:`EnsembleCalibration.to_json`).
+CALIBRATION_FILE = "calibration.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +67,10 @@ class EnsemblePrediction:
     tau_members : numpy.ndarray ``(K, B, n)`` or None
     calibrated : bool
         Whether the ensemble was calibrated (else ``*_std`` is the raw spread).
+    qdd_dof, tau_dof : numpy.ndarray ``(n,)`` or None
+        The calibrated tails' degrees of freedom per coordinate (a
+        Student-t's; inf or None: Gaussian), which set the intervals'
+        half-widths (:func:`lnn.uncertainty.standard_quantile`).
     """
 
     qdd: np.ndarray
@@ -73,9 +82,12 @@ class EnsemblePrediction:
     tau_spread: np.ndarray | None = None
     tau_members: np.ndarray | None = None
     calibrated: bool = False
+    qdd_dof: np.ndarray | None = None
+    tau_dof: np.ndarray | None = None
 
     def interval(self, output: str = "qdd", *, level: float = 0.9) -> Band:
-        """The nominal ``level`` Gaussian interval ``mean ± z(level) std`` of ``"qdd"`` or ``"tau"``.
+        """The nominal ``level`` interval ``mean ± k std`` of ``"qdd"`` or ``"tau"``: ``k`` the half-width of
+        the calibrated tails (:func:`lnn.uncertainty.standard_quantile`; ``z(level)`` when Gaussian).
 
         Returns
         -------
@@ -87,7 +99,8 @@ class EnsemblePrediction:
         mean, std = getattr(self, output), getattr(self, f"{output}_std")
         if mean is None:
             raise ValueError("this prediction has no tau: pass qdd= to Ensemble.predict")
-        half = uncertainty.z_value(level) * std
+        dof = getattr(self, f"{output}_dof")
+        half = uncertainty.standard_quantile(level, np.inf if dof is None else dof) * std
         return Band(mean=mean, lower=mean - half, upper=mean + half, level=float(level))
 
 
@@ -119,6 +132,36 @@ class EnsembleCalibration:
     tau: uncertainty.Calibration
     disagreement_scale: float
     out_of_bag: int = 0
+
+    def to_json(self) -> dict:
+        """This summary as JSON types (:meth:`from_json`'s input; what an ensemble saves beside its weights)."""
+        return dict(
+            qdd=self.qdd.to_json(),
+            tau=self.tau.to_json(),
+            disagreement_scale=float(self.disagreement_scale),
+            out_of_bag=int(self.out_of_bag),
+        )
+
+    @classmethod
+    def from_json(cls, data: dict) -> EnsembleCalibration:
+        """The summary :meth:`to_json` wrote.
+
+        Raises
+        ------
+        ValueError
+            If ``data`` lacks a field or a field is not of its type.
+        """
+        try:
+            return cls(
+                qdd=uncertainty.Calibration.from_json(data["qdd"]),
+                tau=uncertainty.Calibration.from_json(data["tau"]),
+                disagreement_scale=float(data["disagreement_scale"]),
+                out_of_bag=int(data.get("out_of_bag", 0)),
+            )
+        except (KeyError, TypeError) as error:
+            raise ValueError(
+                f"not an ensemble calibration written by to_json: {type(error).__name__}: {error}"
+            ) from None
 
 
 @keras.saving.register_keras_serializable(package="lnn")
@@ -195,7 +238,8 @@ class Ensemble(keras.Model):
         self.tau_scale, self.tau_floor = weight("tau_scale", 1.0), weight("tau_floor", 0.0)
         self.disagreement_scale = weight("disagreement_scale", 0.0, shape=())
         self.calibrated_flag = weight("calibrated", 0.0, shape=())
-        self.built = True
+        self.qdd_dof, self.tau_dof = weight("qdd_dof", np.inf), weight("tau_dof", np.inf)  # the last two: see
+        self.built = True  # load_own_variables
 
     # -- configuration -------------------------------------------------------------
     @property
@@ -230,9 +274,35 @@ class Ensemble(keras.Model):
 
     @property
     def calibration(self) -> EnsembleCalibration | None:
-        """What the last :meth:`calibrate` of this session fitted (None before it; its scales and floors,
-        not this summary, are saved with the model)."""
+        """What the last :meth:`calibrate` fitted (None before it), saved with the model (``calibration.json``
+        among the ``.keras`` file's assets) and read back by :func:`lnn.load_model`."""
         return self._calibration
+
+    def load_own_variables(self, store) -> None:
+        """Keras loading hook: files saved before the tails were calibrated (without ``qdd_dof`` and
+        ``tau_dof``, the last two variables) load with Gaussian tails, as they were fitted."""
+        own = [self.qdd_scale, self.qdd_floor, self.tau_scale, self.tau_floor]
+        own += [self.disagreement_scale, self.calibrated_flag, self.qdd_dof, self.tau_dof]
+        if len(store.keys()) == len(own) - 2:
+            for k, variable in enumerate(own[:-2]):
+                variable.assign(store[str(k)])
+            for variable in own[-2:]:
+                variable.assign(np.full(variable.shape, np.inf, self._np_dtype))
+            return
+        super().load_own_variables(store)
+
+    def save_assets(self, dir_path) -> None:
+        """Keras saving hook: write :attr:`calibration` (when there is one) as :data:`CALIBRATION_FILE`."""
+        if self._calibration is not None:
+            with open(os.path.join(dir_path, CALIBRATION_FILE), "w", encoding="utf-8") as file:
+                json.dump(self._calibration.to_json(), file)
+
+    def load_assets(self, dir_path) -> None:
+        """Keras loading hook: read :attr:`calibration` back (None from files saved without one)."""
+        path = os.path.join(dir_path, CALIBRATION_FILE)
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as file:
+                object.__setattr__(self, "_calibration", EnsembleCalibration.from_json(json.load(file)))
 
     @property
     def rollout_band_scale(self) -> float:
@@ -393,6 +463,7 @@ class Ensemble(keras.Model):
             acc = self._members_of("acceleration", [q, qd, tau], lambda m: m.acceleration(q, qd, tau))
         mean, spread = acc.mean(axis=0), acc.std(axis=0, ddof=1)
         out = dict(qdd=mean, qdd_spread=spread, qdd_members=acc, calibrated=self.calibrated)
+        out.update(qdd_dof=self.qdd_dof.numpy().astype(np.float64), tau_dof=self.tau_dof.numpy().astype(np.float64))
         out["qdd_std"] = uncertainty.interval_std(spread, self.qdd_scale.numpy(), self.qdd_floor.numpy())
         if qdd is not None:
             torque = self._members_of("inverse_dynamics", [q, qd, qdd], lambda m: None)
@@ -405,8 +476,9 @@ class Ensemble(keras.Model):
         """Fit the intervals of ``qdd`` and ``tau`` on held-out data and store them (saved with the model).
 
         Per output, the predictive standard deviation is ``sqrt((a s)² + b²)``
-        with ``s`` the members' spread, ``a`` a scale and ``b`` a floor fitted
-        by maximum likelihood (:func:`lnn.uncertainty.fit_calibration`); the
+        with ``s`` the members' spread, ``a`` a scale and ``b`` a floor, and
+        the tails a Student-t's of ``ν`` degrees of freedom (inf: Gaussian),
+        fitted by maximum likelihood (:func:`lnn.uncertainty.fit_calibration`); the
         ``qdd`` interval comes from the forward dynamics at the data's
         ``tau``, the ``tau`` interval from the inverse dynamics at the data's
         ``qdd``. Also stores the scale of the disagreement novelty.
@@ -479,6 +551,8 @@ class Ensemble(keras.Model):
         self.qdd_floor.assign(fits["qdd"].floor.astype(self._np_dtype))
         self.tau_scale.assign(fits["tau"].scale.astype(self._np_dtype))
         self.tau_floor.assign(fits["tau"].floor.astype(self._np_dtype))
+        self.qdd_dof.assign(fits["qdd"].dof.astype(self._np_dtype))
+        self.tau_dof.assign(fits["tau"].dof.astype(self._np_dtype))
         self.disagreement_scale.assign(np.asarray(scale, self._np_dtype))
         self.calibrated_flag.assign(np.asarray(1.0, self._np_dtype))
         result = EnsembleCalibration(qdd=fits["qdd"], tau=fits["tau"], disagreement_scale=scale, out_of_bag=bagged)
