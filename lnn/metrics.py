@@ -27,8 +27,9 @@ Definitions (each reproduces its source):
   asymmetry, fraction positive definite, smallest eigenvalue, largest
   condition number;
 - calibration of an ensemble's intervals (:class:`lnn.Ensemble`): the
-  fraction of held-out truths inside the nominal 50 % and 90 % Gaussian
-  intervals, and the Gaussian negative log-likelihood per sample; for its
+  fraction of held-out truths inside the nominal 50 % and 90 % intervals
+  (of the calibrated tails: Student-t or Gaussian), and the negative
+  log-likelihood per sample; for its
   rollouts, the fraction of true samples inside the members' 90 % band;
 - novelty: the fraction of held-out states a model calls novel
   (``model.novelty(q, qd) > 1``: beyond the training states' 99th percentile).
@@ -1057,7 +1058,8 @@ def _calibration_rows(model, s: _Samples, details: dict) -> list[MetricRow]:
                     )
                     for end, reduce in (("min", np.nanmin), ("max", np.nanmax))
                 ]
-        rows.append(MetricRow(f"{name}_nll", float(np.nanmean(measured.nll)), f"Gaussian NLL per {name} coordinate"))
+        nll = float(np.nanmean(measured.nll))
+        rows.append(MetricRow(f"{name}_nll", nll, f"negative log-likelihood per {name} coordinate (nats)"))
     return rows
 
 

@@ -356,7 +356,8 @@ def test_the_stage_chosen_is_the_simplest_within_one_standard_error_of_the_best(
 
 def test_the_stages_share_the_budget_and_a_short_one_goes_to_one_stage(held_out, monkeypatch):
     """Each variant gets an equal share of what is left; when that share is 5 s or less the next variant takes
-    all that is left alone (a budget too short for two stages trains one, not none); with 5 s or less, none."""
+    all that is left alone (a budget too short for two stages trains one, not none); with 5 s or less, none. The
+    last stage's share is shortened by what the one before it ran past its own."""
     from types import SimpleNamespace
 
     from lnn.identification import _recipe
@@ -368,12 +369,12 @@ def test_the_stages_share_the_budget_and_a_short_one_goes_to_one_stage(held_out,
         def inverse_dynamics(self, q, qd, qdd):
             return np.asarray(held_out.tau)
 
-    def shares(budget: float, elapsed: float) -> list[float]:
+    def shares(budget: float, elapsed: float, past: float = 0.0) -> list[float]:
         given = []
 
         def train_one(variant, seconds):
             given.append(seconds)
-            clock[0] += seconds
+            clock[0] += seconds + past  # its share, and what it runs past it (last epoch, calibration, judging)
             return ("residual Lagrangian" if variant else "residual"), Exact(), ""
 
         clock[0] = elapsed
@@ -384,6 +385,11 @@ def test_the_stages_share_the_budget_and_a_short_one_goes_to_one_stage(held_out,
     assert shares(40.0, 10.0) == [15.0, 15.0]
     assert shares(12.0, 3.0) == [9.0]  # halves of 9 s are too short: the first stage takes all 9 s
     assert shares(12.0, 7.5) == []
+    # Each stage runs 3 s past its share: the second gets what is left (12 s) less the first's 3 s, and the call
+    # ends on the budget (10 + 18 + 12 = 40), not 3 s past it.
+    assert shares(40.0, 10.0, past=3.0) == [15.0, 9.0]
+    assert clock[0] == 40.0
+    assert shares(40.0, 31.0, past=6.0) == [9.0]  # alone, the last stage: no earlier one to learn its overrun from
 
 
 def test_an_ensemble_trains_both_residual_stages():
