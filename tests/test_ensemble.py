@@ -560,12 +560,40 @@ def _assert_same_calibration(a, b):
     for output in ("qdd", "tau"):
         x, y = getattr(a, output), getattr(b, output)
         assert (x.output, x.samples, x.recordings) == (y.output, y.samples, y.recordings)
-        for name in ("scale", "floor", "nll", "raw_nll"):
+        for name in ("scale", "floor", "dof", "nll", "raw_nll"):
             np.testing.assert_array_equal(getattr(x, name), getattr(y, name))
         for name in ("coverage", "raw_coverage", "recording_coverage"):
             assert getattr(x, name).keys() == getattr(y, name).keys()
             for level in getattr(x, name):
                 np.testing.assert_array_equal(getattr(x, name)[level], getattr(y, name)[level])
+
+
+def test_a_file_saved_before_the_tails_loads_with_gaussian_ones(trained, tmp_path):
+    """A .keras file as written before the tails: the ensemble's own weights without the last two (qdd_dof,
+    tau_dof), no assets. It loads with its scales and floors and Gaussian tails."""
+    import zipfile
+
+    h5py = pytest.importorskip("h5py")
+    path, old = tmp_path / "new.keras", tmp_path / "old.keras"
+    trained.ensemble.save(path)
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(old, "w") as target:
+        for item in source.namelist():
+            if item.startswith("assets"):
+                continue
+            data = source.read(item)
+            if item == "model.weights.h5":
+                weights = tmp_path / "model.weights.h5"
+                weights.write_bytes(data)
+                with h5py.File(weights, "a") as file:
+                    assert sorted(file["vars"].keys()) == [str(k) for k in range(8)]
+                    del file["vars/6"], file["vars/7"]
+                data = weights.read_bytes()
+            target.writestr(item, data)
+    loaded = lnn.load_model(old)
+    assert loaded.calibration is None and loaded.calibrated
+    assert np.all(np.isinf(loaded.qdd_dof.numpy())) and np.all(np.isinf(loaded.tau_dof.numpy()))
+    np.testing.assert_array_equal(loaded.tau_scale.numpy(), trained.ensemble.tau_scale.numpy())
+    np.testing.assert_array_equal(loaded.qdd_floor.numpy(), trained.ensemble.qdd_floor.numpy())
 
 
 def test_the_calibration_summary_is_saved_and_an_uncalibrated_ensemble_has_none(trained, tmp_path):

@@ -238,8 +238,9 @@ class Ensemble(keras.Model):
         self.tau_scale, self.tau_floor = weight("tau_scale", 1.0), weight("tau_floor", 0.0)
         self.disagreement_scale = weight("disagreement_scale", 0.0, shape=())
         self.calibrated_flag = weight("calibrated", 0.0, shape=())
-        self.qdd_dof, self.tau_dof = weight("qdd_dof", np.inf), weight("tau_dof", np.inf)  # the last two: see
-        self.built = True  # load_own_variables
+        # The tails' degrees of freedom come last: files saved before them hold the six above (load_own_variables).
+        self.qdd_dof, self.tau_dof = weight("qdd_dof", np.inf), weight("tau_dof", np.inf)
+        self.built = True
 
     # -- configuration -------------------------------------------------------------
     @property
@@ -281,7 +282,7 @@ class Ensemble(keras.Model):
     def load_own_variables(self, store) -> None:
         """Keras loading hook: files saved before the tails were calibrated (without ``qdd_dof`` and
         ``tau_dof``, the last two variables) load with Gaussian tails, as they were fitted."""
-        own = [self.qdd_scale, self.qdd_floor, self.tau_scale, self.tau_floor]
+        own = [self.qdd_scale, self.qdd_floor, self.tau_scale, self.tau_floor]  # in the order they were made
         own += [self.disagreement_scale, self.calibrated_flag, self.qdd_dof, self.tau_dof]
         if len(store.keys()) == len(own) - 2:
             for k, variable in enumerate(own[:-2]):
