@@ -124,7 +124,7 @@ def dfki(folder: Path, seconds: float) -> None:
         print("\n".join("    " + line for line in model.report.format().splitlines()), flush=True)
 
 
-def calibration(folder: Path, seconds: float, members: int) -> None:
+def calibration(folder: Path, seconds: float, members: int, *, figure: Path | None = None, force: bool = False) -> None:
     """``identify(..., ensemble=K)`` with the URDF prior: coverage of its torque intervals on trajectory_03.
 
     The intervals are calibrated on the validation log that ``identify`` holds
@@ -194,6 +194,13 @@ def calibration(folder: Path, seconds: float, members: int) -> None:
     chosen = [f for f in fitted_on if np.allclose(f[0].floor, model.network.tau_floor.numpy(), rtol=1e-6)]
     if chosen:
         _compare_tails(*chosen[-1][1:], test, prediction)
+    if figure is not None:
+        from lnn import plot
+
+        drawn = plot.calibration(model, test, output="tau")
+        drawn.ax.set_title("DFKI trajectory_03, identify(..., ensemble=5)", fontsize="small")
+        plot.save(drawn.figure, figure, overwrite=force)
+        print(f"wrote {figure}")
 
 
 def _compare_tails(samples, options, test, prediction) -> None:
@@ -265,9 +272,13 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--ensemble", type=int, default=None, metavar="K", help="only the DFKI calibration of identify(ensemble=K)"
     )
+    parser.add_argument(
+        "--figure", type=Path, default=None, help="with --ensemble: the reliability diagram on trajectory_03 (.png)"
+    )
+    parser.add_argument("--force", action="store_true", help="overwrite the figure")
     args = parser.parse_args(argv)
     if args.ensemble is not None:
-        calibration(args.data, args.time, args.ensemble)
+        calibration(args.data, args.time, args.ensemble, figure=args.figure, force=args.force)
         return
     if not args.panda_only:
         dfki(args.data, args.time)

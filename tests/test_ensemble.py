@@ -380,6 +380,46 @@ def test_calibrate_finds_the_noise_of_the_targets(trained):
     np.testing.assert_allclose(result.tau.coverage[0.9], 0.9, atol=0.015)
 
 
+def test_the_reliability_diagram_lies_on_the_diagonal_for_truths_drawn_from_the_intervals(trained):
+    """Calibrated on accelerations with Gaussian noise of a known size, the ensemble's intervals cover fresh noisy
+    truths at their nominal level: every point of the diagram near the diagonal, on each of three recordings."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    ensemble = lnn.Ensemble.from_members(trained.ensemble.members)
+    rng = np.random.default_rng(30)
+    q, qd = _states(6000, seed=31)
+    tau = rng.normal(size=q.shape)
+    mean = ensemble.predict(q, qd, tau=tau).qdd
+    sigma = np.array([0.5, 2.0]) * np.abs(mean).mean(axis=0)
+    ensemble.calibrate(SimpleNamespace(q=q, qd=qd, qdd=mean + sigma * rng.normal(size=q.shape), tau=tau))
+    held_q, held_qd = _states(6000, seed=32)
+    held = ensemble.predict(held_q, held_qd, tau=tau)
+    truth = held.qdd + sigma * rng.normal(size=q.shape)
+    t = np.tile(np.arange(2000) * 0.01, 3)
+    data = lnn.Dataset(t=t, q=held_q, qd=held_qd, qdd=truth, tau=tau, trajectory=np.repeat([3, 1, 2], 2000))
+    drawn = lnn.plot.calibration(ensemble, data, output="qdd")
+    levels = np.asarray(lnn.plot._calibration.LEVELS)
+    np.testing.assert_array_equal(drawn.levels, levels)
+    assert drawn.coverage.shape == (19, 2) and drawn.output == "qdd"
+    np.testing.assert_allclose(drawn.coverage, np.repeat(levels[:, None], 2, axis=1), atol=0.025)
+    direct = uncertainty.coverage(truth, held.qdd, held.qdd_std, 0.9, held.qdd_dof)
+    np.testing.assert_array_equal(drawn.coverage[list(levels).index(0.9)], direct)
+    assert drawn.recordings == (1, 2, 3) and drawn.recording_coverage.shape == (19, 3, 2)
+    np.testing.assert_allclose(drawn.recording_coverage, np.broadcast_to(levels[:, None, None], (19, 3, 2)), atol=0.05)
+    assert set(drawn.lines) == {0, 1} and len(drawn.ax.lines) == 1 + 2 * (3 + 1)  # diagonal; per coordinate 3 + 1
+    fig = matplotlib.figure.Figure()
+    ax = fig.subplots()
+    mine = lnn.plot.calibration(ensemble, data, output="qdd", levels=[0.5, 0.9], coordinates=1, recordings=False, ax=ax)
+    assert mine.ax is ax and mine.figure is fig and len(ax.lines) == 2 and mine.coverage.shape == (2, 2)
+    with pytest.raises(TypeError, match="calibration draws an ensemble's intervals; got a LagrangianNetwork"):
+        lnn.plot.calibration(ensemble.members[0], data)
+    with pytest.raises(ValueError, match=r"levels must lie in \(0, 1\), got \[0.5, 1.2\]"):
+        lnn.plot.calibration(ensemble, data, levels=[0.5, 1.2])
+    with pytest.raises(ValueError, match="output must be 'qdd' or 'tau', got 'q'"):
+        lnn.plot.calibration(ensemble, data, output="q")
+
+
 def test_calibrate_pools_the_training_samples_out_of_each_members_bag(trained):
     """Held-out errors of 0.1 and out-of-bag errors of 0.3: the fit is that of both, each error taken against the
     mean of the members that never saw the sample (weight 0); samples every member saw do not calibrate."""
@@ -766,4 +806,8 @@ def test_lnn_train_ensemble_writes_a_model_that_loads(data, tmp_path, capsys):
     assert main(["evaluate", str(model_path), str(data_path), "--rollouts", "0"]) == 0
     out = capsys.readouterr().out
     assert "qdd_coverage_90" in out and "novel states:" in out
+    figure = tmp_path / "calibration.png"
+    assert main(["plot", "calibration", str(model_path), str(data_path), "-o", str(figure)]) == 0
+    assert figure.read_bytes().startswith(b"\x89PNG")
+    assert main(["plot", "calibration", str(model_path), "-o", str(tmp_path / "c.png")]) == 2
     assert main(["train", str(data_path), "-o", str(tmp_path / "x.keras"), "--ensemble", "1"]) == 2

@@ -26,6 +26,7 @@ KINDS = (
     "animate",
     "paper",
     "residuals",
+    "calibration",
 )
 _FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
 _ANIMATION_SUFFIXES = (".gif", ".mp4")
@@ -41,7 +42,8 @@ def register(subparsers) -> None:
             "[LEARNED.npz]); energy / error: ROLLOUT.npz... (one curve per file); "
             "mass-matrix / potential: MODEL.keras; torques: MODEL.keras ROLLOUT.npz; "
             "history: LOG.csv; animate: ROLLOUT.npz (or TRAJECTORY.npz), output .gif/.mp4; "
-            "residuals: MODEL.keras DATA.npz (the torque the model leaves on a dataset with torques). "
+            "residuals: MODEL.keras DATA.npz (the torque the model leaves on a dataset with torques); "
+            "calibration: ENSEMBLE.keras DATA.npz (the share of held-out truths inside each nominal interval). "
             "The system comes from --system or from the metadata of an .npz input."
         ),
     )
@@ -226,6 +228,10 @@ def _draw(args, inputs: _Inputs):
         if len(inputs.datasets) != 1:
             raise ValueError(f"plot residuals needs exactly one dataset .npz (with torques), got {args.inputs}")
         return plot.residuals(_model(args, inputs), inputs.datasets[0][1], coordinates=coordinates)
+    if args.kind == "calibration":
+        if len(inputs.datasets) != 1:
+            raise ValueError(f"plot calibration needs exactly one held-out dataset .npz, got {args.inputs}")
+        return plot.calibration(_model(args, inputs), inputs.datasets[0][1], coordinates=coordinates)
     system = _system(args, inputs, required=True)
     model = _model(args, inputs)
     if args.kind == "mass-matrix":

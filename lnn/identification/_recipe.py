@@ -129,9 +129,10 @@ def identify(
         stages; a share of :data:`MIN_STAGE_SECONDS` or less goes to the first
         one alone. Each stage's last epoch, calibration and judging run past
         its share; the last stage's share is shortened by what the one before
-        ran past (DFKI, 240 s: one model's call took 243 s; an ensemble of 5,
-        whose residual Lagrangian traces for 20-30 s more than its forces,
-        261 s, 267 s before the shortening).
+        ran past (DFKI, 240 s: one model's call took 243 s; an ensemble of 5
+        261 s and 268 s, as before the shortening: its residual Lagrangian
+        runs 20-25 s past its share, its forces 8 s, mostly tracing the
+        predictions that calibrate and judge it).
     seed : int
         Seed of the validation split and of the networks.
     validation : float

@@ -22,11 +22,13 @@ Importing this module is light: matplotlib is imported when a function runs.
 :func:`animate`                 pendulums, cart-pole, arms (2-D) or robots (3-D)
 :func:`paper_figure`            trajectory, phase, energy and error in one figure
 :func:`residuals`               a model's torque residual vs qd and q, in time, spectrum, lags
+:func:`calibration`             reliability diagram of an ensemble's intervals on held-out data
 :class:`RolloutPair`            true and learned rollouts from the same states (.npz)
 ==============================  ===============================================
 """
 
 from lnn.plot._animation import Animation, animate, save_animation
+from lnn.plot._calibration import CalibrationPlot, calibration
 from lnn.plot._history import HistoryPlot, history
 from lnn.plot._mechanics import (
     MassMatrixPlot,
@@ -87,5 +89,7 @@ __all__ = [
     "PaperFigure",
     "residuals",
     "ResidualPlot",
+    "calibration",
+    "CalibrationPlot",
     "RolloutPair",
 ]
