@@ -29,11 +29,11 @@ The pieces that :class:`lnn.Ensemble`, :func:`lnn.rollout` and
   a fit on the others, 53-55 % on average over two joints and two seeds;
   with the fitted ``ν`` of 6-12, 49-50 %; the 90 % ones 90 % either way).
   The calibration result reports the coverages on the data it was fitted
-  on. Given the
-  recording of every sample, it also reports each recording's coverage when
-  ``a`` and ``b`` are fitted on the *other* recordings (leave one recording
-  out): how far from the nominal level a new recording may fall, since one
-  recording can be harder than the rest;
+  on. Given the recording of every sample, it also reports each
+  recording's coverage when ``a``, ``b`` and ``ν`` are fitted on the
+  *other* recordings (leave one recording out): how far from the nominal
+  level a new recording may fall, since one recording can be harder than
+  the rest;
 - :func:`record_novelty`: a rollout's ``novelty (B, T)`` and ``novel_at
   (B,)`` from the system's ``novelty(q, qd)``, and one
   :class:`lnn.errors.NoveltyWarning` per call when a trajectory left the
@@ -287,8 +287,8 @@ class Calibration:
         The calibration samples' recordings (empty without ``recording=``).
     recording_coverage : dict of float to numpy.ndarray ``(R, n)``
         Nominal level -> each recording's coverage (rows in the order of
-        ``recordings``) by the interval whose scale and floor were fitted on
-        the other recordings (empty for fewer than two recordings).
+        ``recordings``) by the interval whose scale, floor and tails were
+        fitted on the other recordings (empty for fewer than two recordings).
     """
 
     output: str

@@ -156,7 +156,7 @@ def calibration(
         ax.set_aspect("equal")
         ax.set_xlabel("nominal level")
         ax.set_ylabel("share of truths inside")
-        title = "each recording thin" if recordings and by_recording is not None else None
+        title = "thin: each recording" if recordings and by_recording is not None else None
         ax.legend(loc="upper left", fontsize="small", title=title, title_fontsize="small")
     return CalibrationPlot(
         figure=ax.figure,
