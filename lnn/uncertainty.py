@@ -122,12 +122,18 @@ def standard_quantile(level: float, dof=math.inf) -> np.ndarray:
     from scipy.stats import t as student
 
     z = z_value(level)
-    dof = np.asarray(dof, np.float64)
-    if np.any(~(dof > 2.0)):
-        raise ValueError(f"dof must be above 2 (or inf for Gaussian tails), got {dof!r}")
+    dof = _checked_dof(dof)
     finite = np.isfinite(dof)
     nu = np.where(finite, dof, 3.0)
     return np.where(finite, student.ppf(0.5 + 0.5 * float(level), nu) * np.sqrt((nu - 2.0) / nu), z)
+
+
+def _checked_dof(dof) -> np.ndarray:
+    """``dof`` as a float64 array, each above 2 or inf (a Student-t with a variance, or a Gaussian)."""
+    dof = np.asarray(dof, np.float64)
+    if np.any(~(dof > 2.0)):
+        raise ValueError(f"dof must be above 2 (or inf for Gaussian tails), got {dof!r}")
+    return dof
 
 
 def interval_std(spread, scale, floor) -> np.ndarray:
@@ -210,12 +216,7 @@ def gaussian_nll(truth, mean, std) -> np.ndarray:
     -------
     numpy.ndarray, shape ``(n,)``
     """
-    truth, mean, std = (np.asarray(x, np.float64) for x in (truth, mean, std))
-    ok = np.isfinite(truth) & np.isfinite(mean) & np.isfinite(std) & (std > 0)
-    safe = np.where(ok, std, 1.0)
-    terms = 0.5 * np.log(2.0 * np.pi) + np.log(safe) + 0.5 * ((truth - mean) / safe) ** 2
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(ok, terms, 0.0).sum(axis=0) / np.where(ok.sum(axis=0) > 0, ok.sum(axis=0), np.nan)
+    return _mean_nll(truth, mean, std, lambda error2, var: _nll_terms(error2, var, math.inf))
 
 
 def predictive_nll(truth, mean, std, dof=math.inf) -> np.ndarray:
@@ -234,18 +235,23 @@ def predictive_nll(truth, mean, std, dof=math.inf) -> np.ndarray:
     -------
     numpy.ndarray, shape ``(n,)``
     """
+    dof = np.broadcast_to(_checked_dof(dof), np.shape(truth)[-1:])
+
+    def terms(error2, var):
+        return np.stack([_nll_terms(error2[:, j], var[:, j], float(nu)) for j, nu in enumerate(dof)], axis=-1)
+
+    return _mean_nll(truth, mean, std, terms)
+
+
+def _mean_nll(truth, mean, std, terms) -> np.ndarray:
+    """The mean over samples of ``terms(error², std²)``, per output, leaving out the rows of an output with a
+    non-finite entry or ``std <= 0``."""
     truth, mean, std = (np.asarray(x, np.float64) for x in (truth, mean, std))
-    dof = np.broadcast_to(np.asarray(dof, np.float64), truth.shape[-1:])
-    if np.any(~(dof > 2.0)):
-        raise ValueError(f"dof must be above 2 (or inf for Gaussian tails), got {dof!r}")
     ok = np.isfinite(truth) & np.isfinite(mean) & np.isfinite(std) & (std > 0)
     safe = np.where(ok, std, 1.0)
-    terms = np.stack(
-        [_nll_terms(((truth - mean)[:, j]) ** 2, safe[:, j] ** 2, float(dof[j])) for j in range(truth.shape[-1])],
-        axis=-1,
-    ).reshape(truth.shape)
+    values = terms(np.where(ok, truth - mean, 0.0) ** 2, safe**2)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(ok, terms, 0.0).sum(axis=0) / np.where(ok.sum(axis=0) > 0, ok.sum(axis=0), np.nan)
+        return np.where(ok, values, 0.0).sum(axis=0) / np.where(ok.sum(axis=0) > 0, ok.sum(axis=0), np.nan)
 
 
 def _nll_terms(error2: np.ndarray, var: np.ndarray, dof: float) -> np.ndarray:
