@@ -19,6 +19,7 @@ import tensorflow as tf
 import lnn
 import simulations
 from lnn.models.forces import FORCES, Force, LinearForce, friction_names, register_force
+from lnn.models.support import TrainingBox
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -371,7 +372,7 @@ def test_the_network_force_and_its_numpy_twin_agree_in_the_models_dynamics(kind,
 
 
 def test_the_joint_network_force_of_a_joint_depends_on_that_joints_state_alone():
-    model = _network_model("structured", seed=7, force="joint_network")
+    model = _network_model("structured", seed=7, force="joint_network", scale=0.5)  # levels 0.1-2 N m
     joint = next(term for term in model.forces if term.name == "joint_network")
     rng = np.random.default_rng(13)
     q, qd = rng.normal(size=(2, 64, 2))
@@ -379,8 +380,8 @@ def test_the_joint_network_force_of_a_joint_depends_on_that_joints_state_alone()
     for j in range(2):
         other = 1 - j
         q_moved, qd_moved = q.copy(), qd.copy()
-        q_moved[:, other] += rng.normal(size=64)
-        qd_moved[:, other] *= -3.0
+        q_moved[:, other] = rng.permutation(q[:, other])  # other states of the same range (inside the box)
+        qd_moved[:, other] = -rng.permutation(qd[:, other])
         moved = joint.force(tf.constant(q_moved), tf.constant(qd_moved)).numpy()
         np.testing.assert_array_equal(moved[:, j], f[:, j])  # joint j feels nothing of the other joint
         assert np.abs(moved[:, other] - f[:, other]).max() > 1e-3  # but the other joint does
@@ -392,6 +393,81 @@ def test_the_joint_network_force_of_a_joint_depends_on_that_joints_state_alone()
     np.testing.assert_allclose(
         term.numpy(np.float64).force(q, qd), term.force(tf.constant(q), tf.constant(qd)).numpy(), rtol=1e-12
     )
+
+
+def test_the_training_box_is_the_range_of_the_data_and_a_full_turn_is_not_bounded():
+    rng = np.random.default_rng(4)
+    q = np.column_stack([rng.uniform(-1.0, 2.0, 200), rng.uniform(-4.0, 3.0, 200), rng.uniform(-4.0, 3.0, 200)])
+    qd = rng.normal(size=(200, 3))
+    box = TrainingBox.of(q, qd, angular=(True, True, False))
+    np.testing.assert_array_equal(box.q_low, [q[:, 0].min(), -np.inf, q[:, 2].min()])  # 7 rad > 2 pi: a full turn
+    np.testing.assert_array_equal(box.q_high, [q[:, 0].max(), np.inf, q[:, 2].max()])  # a linear one is bounded
+    np.testing.assert_array_equal(box.qd_low, qd.min(axis=0))
+    np.testing.assert_array_equal(box.qd_high, qd.max(axis=0))
+    model = lnn.LagrangianNetwork(3, hidden=(8,), angular=(True, True, False), dtype="float64", seed=0)
+    assert np.all(np.isinf(model.training_box().q_low)) and np.all(np.isinf(model.training_box().qd_high))
+    model.adapt(q, qd)
+    for name in ("q_low", "q_high", "qd_low", "qd_high"):
+        np.testing.assert_array_equal(getattr(model.training_box(), name), getattr(box, name))
+
+
+@pytest.mark.parametrize("force", list(NETWORK_FORCES))
+def test_a_learned_force_holds_its_edge_value_beyond_the_training_states(force):
+    """Beyond the box of the states the model adapted to (N(0, 1), 100 samples), the level is the edge's, in TF
+    and in its numpy twin, and the force still opposes the true rate; inside, nothing is clipped."""
+    model = _network_model("structured", seed=3, force=force)
+    term = next(term for term in model.forces if term.name == force)
+    box = model.training_box()
+    rng = np.random.default_rng(21)
+    q, qd = 4.0 * rng.normal(size=(2, 256, 2))
+    outside = (q < box.q_low) | (q > box.q_high) | (qd < box.qd_low) | (qd > box.qd_high)
+    assert outside.any(axis=1).mean() > 0.5
+    level = term.level(tf.constant(q), tf.constant(qd)).numpy()
+    edge = term.level(tf.constant(box.clip_q(q)), tf.constant(box.clip_qd(qd))).numpy()
+    np.testing.assert_array_equal(level, edge)
+    twin = term.numpy(np.float64)
+    np.testing.assert_allclose(twin.level(q, qd), level, rtol=1e-12, atol=1e-300)
+    f = term.force(tf.constant(q), tf.constant(qd)).numpy()
+    np.testing.assert_allclose(twin.force(q, qd), f, rtol=1e-12, atol=1e-300)
+    assert np.all(qd * f <= 0.0)
+    unclipped = _network_model("structured", seed=3, force=force)
+    for name in ("q_low", "q_high", "qd_low", "qd_high"):
+        getattr(unclipped, name).assign(np.full(2, np.inf if name.endswith("high") else -np.inf))
+    free = next(term for term in unclipped.forces if term.name == force)
+    inside = ~outside.any(axis=1)
+    np.testing.assert_array_equal(free.level(tf.constant(q), tf.constant(qd)).numpy()[inside], level[inside])
+    assert not np.allclose(free.level(tf.constant(q), tf.constant(qd)).numpy(), level)
+
+
+def test_a_file_saved_before_the_training_box_loads_with_none(tmp_path):
+    """A .keras file as written before the box: the model's own weights without the last four. It loads with
+    an unbounded box and predicts what it predicted then (its force unclipped)."""
+    import zipfile
+
+    h5py = pytest.importorskip("h5py")
+    model = _network_model("structured", seed=5, force="joint_network")
+    path, old = tmp_path / "new.keras", tmp_path / "old.keras"
+    model.save(path)
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(old, "w") as target:
+        for item in source.namelist():
+            data = source.read(item)
+            if item == "model.weights.h5":
+                weights = tmp_path / "model.weights.h5"
+                weights.write_bytes(data)
+                with h5py.File(weights, "a") as file:
+                    count = len(file["vars"].keys())
+                    for k in range(count - 4, count):
+                        del file[f"vars/{k}"]
+                data = weights.read_bytes()
+            target.writestr(item, data)
+    loaded = lnn.load_model(old)
+    assert np.all(np.isinf(loaded.training_box().q_low)) and np.all(np.isinf(loaded.training_box().qd_high))
+    np.testing.assert_array_equal(lnn.load_model(path).training_box().qd_high, model.training_box().qd_high)
+    rng = np.random.default_rng(2)
+    q, qd, qdd = 3.0 * rng.normal(size=(3, 16, 2))
+    for name in ("q_low", "q_high", "qd_low", "qd_high"):
+        getattr(model, name).assign(np.full(2, np.inf if name.endswith("high") else -np.inf))
+    np.testing.assert_allclose(loaded.inverse_dynamics(q, qd, qdd), model.inverse_dynamics(q, qd, qdd), rtol=1e-12)
 
 
 @pytest.mark.parametrize("force", list(NETWORK_FORCES))

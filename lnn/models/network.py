@@ -34,6 +34,7 @@ from lnn.models.features import FeatureMap, Features, InputMap
 from lnn.models.forces import FORCES, FRICTION_VELOCITY, friction_names
 from lnn.models.mlp import MLPLayer, NumpyNet
 from lnn.models.registry import KINDS
+from lnn.models.support import TrainingBox
 
 __all__ = ["LagrangianNetwork"]
 
@@ -262,6 +263,7 @@ class LagrangianNetwork(keras.Model):
         )
         object.__setattr__(self, "forces", tuple(FORCES[name](self) for name in force_terms))
         self._add_novelty_weights()
+        self._add_box_weights()
         self.built = True
 
     # -- configuration -------------------------------------------------------------
@@ -368,6 +370,10 @@ class LagrangianNetwork(keras.Model):
         qdd : array_like, shape ``(N, n)``, optional
             Sample accelerations: their root mean square is stored as
             ``model.qdd_std`` for loss normalisation (not used by the model).
+
+        Also stores the summary of the training states that :meth:`novelty`
+        measures from, and their per-coordinate range that learned forces
+        read their state clipped to (:meth:`training_box`).
         """
         pairs = [("q", q), ("qd", qd)] + ([("qdd", qdd)] if qdd is not None else [])
         for name, x in pairs:
@@ -385,6 +391,48 @@ class LagrangianNetwork(keras.Model):
         if qdd is not None:
             self.qdd_std.assign(_validate.spread(arrays[2], center=False).astype(self._np_dtype))
         self._store_novelty_reference(q_arr, qd_arr)
+        box = TrainingBox.of(q_arr, qd_arr, angular=self._angular)
+        self.q_low.assign(box.q_low.astype(self._np_dtype))
+        self.q_high.assign(box.q_high.astype(self._np_dtype))
+        self.qd_low.assign(box.qd_low.astype(self._np_dtype))
+        self.qd_high.assign(box.qd_high.astype(self._np_dtype))
+
+    # -- the training states' box (lnn.models.support): where learned forces are trusted ----------
+    def _add_box_weights(self) -> None:
+        """``q_low, q_high, qd_low, qd_high`` (non-trainable, saved; the model's last variables), unbounded."""
+
+        def bound(name, value):
+            var = self.add_weight(
+                name=name, shape=(self.n_dof,), initializer="zeros", dtype=self.dtype, trainable=False
+            )
+            var.assign(np.full(self.n_dof, value, dtype=self.dtype))
+            return var
+
+        self.q_low, self.q_high = bound("q_low", -np.inf), bound("q_high", np.inf)
+        self.qd_low, self.qd_high = bound("qd_low", -np.inf), bound("qd_high", np.inf)
+
+    def training_box(self) -> TrainingBox:
+        """The per-coordinate range of the training states (:class:`lnn.models.support.TrainingBox`), float64.
+
+        Set by :meth:`adapt`; unbounded before. Learned forces read their
+        state clipped to it.
+        """
+        as64 = lambda v: np.asarray(v.numpy(), np.float64)  # noqa: E731
+        return TrainingBox(
+            q_low=as64(self.q_low), q_high=as64(self.q_high), qd_low=as64(self.qd_low), qd_high=as64(self.qd_high)
+        )
+
+    def box_q(self, q):
+        """``q (B, n)`` clipped to the training states' range, coordinate by coordinate (a tensor).
+
+        What a learned force reads: beyond the training states it holds its
+        value at the nearest edge (:mod:`lnn.models.support`).
+        """
+        return tf.clip_by_value(q, tf.cast(self.q_low, q.dtype), tf.cast(self.q_high, q.dtype))
+
+    def box_qd(self, qd):
+        """``qd (B, n)`` clipped to the training states' range, coordinate by coordinate (a tensor)."""
+        return tf.clip_by_value(qd, tf.cast(self.qd_low, qd.dtype), tf.cast(self.qd_high, qd.dtype))
 
     # -- novelty: the distance to the training states (lnn.models.novelty) --------------
     def _add_novelty_weights(self) -> None:
@@ -462,12 +510,18 @@ class LagrangianNetwork(keras.Model):
         return float(out[0]) if single else out
 
     def load_own_variables(self, store) -> None:
-        """Keras loading; a file saved before the novelty summary existed loads without it (novelty NaN)."""
-        try:
-            super().load_own_variables(store)
-        except ValueError:
-            extra = [v.numpy() for v in (self.novelty_points, self.novelty_size, self.novelty_scale)]
-            super().load_own_variables(_PaddedStore(store, extra))
+        """Keras loading; a file saved before the training box (or before the novelty summary too) loads
+        with an unbounded box (and novelty NaN): the variables it lacks are the model's last ones."""
+        late = [self.novelty_points, self.novelty_size, self.novelty_scale]
+        late += [self.q_low, self.q_high, self.qd_low, self.qd_high]
+        for missing in (0, 4, len(late)):
+            try:
+                padded = _PaddedStore(store, [v.numpy() for v in late[len(late) - missing :]])
+                super().load_own_variables(padded if missing else store)
+                return
+            except ValueError:
+                if missing == len(late):
+                    raise
 
     # -- graph mathematics (tensors in, tensors out) ------------------------------------
     def features(self, q) -> Features:

@@ -23,6 +23,11 @@ friction is: Stribeck, asymmetric, position-dependent levels per joint. What
 depends on the other joints (load-dependent friction) is the ``network``
 force's.
 
+Each MLP reads its joint's state clipped to the training states' range
+(:mod:`lnn.models.support`): beyond the data the level holds its value at
+the nearest edge; an MLP extrapolating in the rate put 4 N m of friction on
+a 7-DOF arm's shoulder at rates 1.7x the training ones.
+
 The MLPs start with a zero output kernel and the output bias at
 ``softplus^-1(INITIAL)``: ``g = INITIAL`` everywhere, so a model whose other
 terms come from a least-squares fit is disturbed by at most ``INITIAL`` (N m)
@@ -39,6 +44,7 @@ import tensorflow as tf
 from lnn.models.activations import ACTIVATIONS
 from lnn.models.forces.base import register_force, softplus_inverse
 from lnn.models.forces.network import NumpyPassiveFriction, PassiveFriction, derived_seed
+from lnn.models.support import TrainingBox
 
 #: Hidden widths of each joint's MLP.
 HIDDEN = (16, 16)
@@ -148,9 +154,13 @@ class NumpyJointFriction(NumpyPassiveFriction):
     activation : str
         A key of :data:`lnn.models.activations.ACTIVATIONS`.
     dtype : numpy dtype of the snapshot
+    box : lnn.models.support.TrainingBox
+        The model's training box.
     """
 
-    def __init__(self, weights, inputs, q_mean, q_std, qd_std, velocity: float, activation: str, dtype) -> None:
+    def __init__(
+        self, weights, inputs, q_mean, q_std, qd_std, velocity: float, activation: str, dtype, box: TrainingBox
+    ) -> None:
         kernels, biases, w_out, b_out = weights
         cast = lambda a: np.ascontiguousarray(a, dtype=dtype)  # noqa: E731
         self.kernels, self.biases = [cast(k) for k in kernels], [cast(b) for b in biases]
@@ -160,10 +170,11 @@ class NumpyJointFriction(NumpyPassiveFriction):
         gather = joint_features(inputs)
         self.r_to_u, self.u_offset = cast(s @ gather), cast(offset @ gather)
         self.qd_scale = cast(qd_std)
+        self.box = box
 
     def level(self, q, qd):
-        """The friction levels ``g = softplus(y) >= 0``, shape ``(B, n)``."""
-        q, qd = np.atleast_2d(q), np.atleast_2d(qd)
+        """The friction levels ``g = softplus(y) >= 0`` of the state clipped to the training box, shape ``(B, n)``."""
+        q, qd = self.box.clip_q(np.atleast_2d(q)), self.box.clip_qd(np.atleast_2d(qd))
         r = self.inputs.basis_np(q)[0]
         position = (r @ self.r_to_u + self.u_offset).reshape(q.shape[0], -1, 2)
         h = np.concatenate([position, (qd / self.qd_scale)[..., None]], axis=-1)
@@ -191,8 +202,10 @@ class JointNetworkFriction(PassiveFriction):
         self._gather = joint_features(model.input_map).astype(model.dtype)
 
     def level(self, q, qd):
-        """The friction levels ``g_j(q_j, qd_j) = softplus(y_j) >= 0``, a tensor of shape ``(B, n)``."""
+        """The friction levels ``g_j(q_j, qd_j) = softplus(y_j) >= 0`` of the state clipped to the training box,
+        a tensor of shape ``(B, n)``."""
         model = self.model
+        q, qd = model.box_q(q), model.box_qd(qd)
         position = tf.reshape(tf.matmul(model.features(q).x, self._gather), (-1, model.n_dof, 2))
         rate = (qd / tf.convert_to_tensor(model.qd_std))[..., None]
         return tf.math.softplus(model.joint_friction_net.forward(tf.concat([position, rate], axis=-1)))
@@ -210,4 +223,5 @@ class JointNetworkFriction(PassiveFriction):
             float(model.friction_velocity),
             net.activation_name,
             dtype,
+            model.training_box(),
         )

@@ -16,7 +16,9 @@ represents what ``b qd + c tanh(qd / v0)`` cannot: a level that falls from a
 static to a Coulomb value with speed (Stribeck), differs for ``+qd`` and
 ``-qd`` (asymmetric), depends on the positions (and on the other joints'
 velocities). It is a correction beside ``viscous`` and ``coulomb``:
-``friction="viscous+coulomb+network"``.
+``friction="viscous+coulomb+network"``. The MLP reads the state clipped to
+the training states' box (:mod:`lnn.models.support`): beyond the data the
+level holds its value at the nearest edge instead of extrapolating.
 
 The MLP (:class:`lnn.models.mlp.MLP`, hidden widths :data:`HIDDEN`, the
 model's activation; layer ``friction_network``, model attribute
@@ -36,6 +38,7 @@ import tensorflow as tf
 
 from lnn.models.forces.base import Force, NumpyForce, register_force, softplus_inverse
 from lnn.models.mlp import MLP, NumpyNet
+from lnn.models.support import TrainingBox
 
 #: Hidden widths of the friction MLP.
 HIDDEN = (32, 32)
@@ -93,13 +96,16 @@ class NumpyNetworkFriction(NumpyPassiveFriction):
     inputs : lnn.models.features.InputMap
     velocity : float
         ``v0``.
+    box : lnn.models.support.TrainingBox
+        The model's training box.
     """
 
-    def __init__(self, net: NumpyNet, inputs, velocity: float) -> None:
-        self.net, self.inputs, self.velocity = net, inputs, velocity
+    def __init__(self, net: NumpyNet, inputs, velocity: float, box: TrainingBox) -> None:
+        self.net, self.inputs, self.velocity, self.box = net, inputs, velocity, box
 
     def level(self, q, qd):
-        """The friction levels ``g = softplus(y) >= 0``, shape ``(B, n)``."""
+        """The friction levels ``g = softplus(y) >= 0`` of the state clipped to the training box, shape ``(B, n)``."""
+        q, qd = self.box.clip_q(q), self.box.clip_qd(qd)
         y, _, _ = self.net.forward(self.inputs.basis_np(q)[0], qd, curvature=False)
         return np.logaddexp(0.0, y)
 
@@ -131,8 +137,10 @@ class NetworkFriction(PassiveFriction):
         model.friction_net = net
 
     def level(self, q, qd):
-        """The friction levels ``g(q, qd) = softplus(y) >= 0``, a tensor of shape ``(B, n)``."""
+        """The friction levels ``g(q, qd) = softplus(y) >= 0`` of the state clipped to the training box, a tensor
+        of shape ``(B, n)``."""
         model = self.model
+        q, qd = model.box_q(q), model.box_qd(qd)
         y = model.friction_net.forward(model.features(q).x, qd / tf.convert_to_tensor(model.qd_std))
         return tf.math.softplus(y)
 
@@ -144,4 +152,4 @@ class NetworkFriction(PassiveFriction):
         net = NumpyNet.fold(
             model.friction_net.layers(), inputs.n_features, s, offset, np.asarray(model.qd_std, np.float64), dtype
         )
-        return NumpyNetworkFriction(net, inputs, float(model.friction_velocity))
+        return NumpyNetworkFriction(net, inputs, float(model.friction_velocity), model.training_box())
