@@ -354,6 +354,85 @@ def test_the_stage_chosen_is_the_simplest_within_one_standard_error_of_the_best(
     assert close.best(True).name == "residual"  # an ensemble chooses among the learned stages
 
 
+@pytest.mark.parametrize("kind", ["rigid-body", "trigonometric"])
+def test_the_chosen_learned_stage_is_refitted_to_all_with_its_learned_part_kept(kind):
+    """refit_linear_part: torques of a planted network (the truth's rigid body, or random trigonometric
+    parameters with a residual Lagrangian), planted linear friction and a planted learned friction; a residual
+    stage with other linear parameters and no linear friction, its learned parts the planted ones. Refitted, it
+    predicts the torques to the noise, its linear coefficients are the planted ones, and its learned weights are
+    untouched."""
+    from lnn.identification import _learned, _linear
+    from lnn.models.chain import RigidBodyChain
+    from lnn.models.trigonometric import Basis
+
+    truth = simulations.PlanarArm(masses=(1.2, 0.6), lengths=(0.9, 0.7))
+    data = lnn.excitation_trajectories(truth, n_trajectories=4, duration=3.0, dt=0.01, seed=0)
+    rng = np.random.default_rng(5)
+    friction = "viscous+coulomb+offset+joint_network"
+    options = dict(kind=kind, angular=True, friction=friction, friction_velocity=0.1, dtype="float64", xla=False)
+    basis = Basis.of((True, True), harmonics=1)
+    if kind == "rigid-body":
+        prior = RigidBodyChain.from_system(simulations.PlanarArm(masses=(0.9, 0.4), lengths=(0.9, 0.7)))
+        planted = lnn.LagrangianNetwork(2, prior=RigidBodyChain.from_system(truth), seed=0, **options)
+        network = lnn.LagrangianNetwork(2, prior=prior, seed=1, **options)
+        layout = _linear.Layout(2, 2, ("viscous", "coulomb"), True)
+        columns = prior.inertias
+        Y = network.kind_model.regressor(data.q, data.qd, data.qdd)
+    else:
+        planted = lnn.LagrangianNetwork(2, harmonics=1, residual=True, hidden=(8,), seed=0, **options)
+        network = lnn.LagrangianNetwork(2, harmonics=1, residual=True, hidden=(8,), seed=1, **options)
+        start = rng.normal(size=basis.n_parameters)
+        planted.kind_model.assign(start)
+        layout = _linear.Layout(2, 1, ("viscous", "coulomb"), True, body_columns=basis.n_parameters, armature=False)
+        columns = np.zeros((1, basis.n_parameters))
+        Y = basis.regressor(data.q, data.qd, data.qdd)
+    planted.adapt(data.q, data.qd, data.qdd)
+    network.adapt(data.q, data.qd, data.qdd)
+
+    def learned_weights(model) -> list:
+        """The friction network's weights, and the residual Lagrangian's."""
+        nets = ["joint_friction_net"] + (["residual_net", "residual_potential_net"] if kind != "rigid-body" else [])
+        return [w for name in nets for w in getattr(model, name).weights]
+
+    learned_parts = learned_weights(planted)
+    for var in learned_parts:  # friction levels of 0.05-1 N m, a residual Lagrangian of the same order
+        var.assign(0.5 * rng.normal(size=var.shape))
+    linear = {"viscous": [0.1, 0.05], "coulomb": [0.2, 0.1], "offset": [0.03, -0.02]}
+    for term in planted.forces:
+        if term.name in linear:
+            term.assign(linear[term.name])
+    tau = np.asarray(planted.inverse_dynamics(data.q, data.qd, data.qdd))
+    tau = tau + 1e-4 * rng.standard_normal(tau.shape)
+    measured = lnn.Dataset(
+        t=data.t, q=data.q, qd=data.qd, qdd=data.qdd, tau=tau, trajectory=data.trajectory, angular=(True, True)
+    )
+    network.set_weights(planted.get_weights())  # the learned parts planted; then other linear parts
+    if kind == "rigid-body":
+        network.kind_model.assign(prior.inertias, np.zeros(2))
+    else:
+        network.kind_model.assign(start + rng.normal(size=start.shape))
+    for term in network.forces:
+        if term.name in linear:
+            term.assign(np.zeros(2))
+    mine = learned_weights(network)
+    assert len(mine) == len(learned_parts) == (6 if kind == "rigid-body" else 13)
+    kept = [w.numpy().copy() for w in mine]
+    before = np.mean((np.asarray(network.inverse_dynamics(data.q, data.qd, data.qdd)) - tau) ** 2)
+    settings = _linear.Settings(velocity=0.1, weight=1e-9, how="given", layout=layout)
+    if kind == "rigid-body":
+        fit = lambda data: _linear.fit_physical(layout, columns, Y, data, settings)  # noqa: E731
+    else:
+        fit = lambda data: _linear.fit_bounded(layout, columns, Y, data, settings)  # noqa: E731
+    assert _learned.refit_linear_part(network, measured, fit) is network
+    after = np.mean((np.asarray(network.inverse_dynamics(data.q, data.qd, data.qdd)) - tau) ** 2)
+    assert before > 0.1 and after < 2e-8  # the noise's 1e-8
+    parameters = network.friction_parameters()
+    for name, values in linear.items():
+        np.testing.assert_allclose(parameters[name], values, atol=2e-4)
+    for weight, value in zip(mine, kept):
+        np.testing.assert_array_equal(weight.numpy(), value)
+
+
 def test_the_stages_share_the_budget_and_a_short_one_goes_to_one_stage(held_out, monkeypatch):
     """Each variant gets an equal share of what is left; when that share is 5 s or less the next variant takes
     all that is left alone (a budget too short for two stages trains one, not none); with 5 s or less, none. The

@@ -228,13 +228,20 @@ def _with_prior(dataset, split, chain, terms, budget, seed, learning: dict, note
     linear = _rigid_model(chain, fitted, terms, train)
     judge("rigid body", linear, chosen_in + time.perf_counter() - t0, detail)
     final = terms.like(layout, dataset)
+    t0 = time.perf_counter()
     everything = _linear.fit_physical(final, prior_bodies, bodies(dataset), dataset, settings)
+    refit = time.perf_counter() - t0 if learning["members"] is None else 0.0  # a learned stage's refit: as long
     models["rigid body"] = _rigid_model(chain, everything, terms, dataset)  # judged on the held-out part, fitted to all
     findings, novel_share = _findings(linear, train), _novel_share(linear, held_out)  # within the budget
     train_one = _residual_trainer(fitted, split, terms, seed, learning, chain)
-    stages.train(_residual_variants(learning, terms), budget, start, train_one)
+    stages.train(_residual_variants(learning, terms), budget - refit, start, train_one)
     best = stages.best(learning["members"])  # an ensemble asked for: the best learned one
     chosen = models[best.name]
+    if best.name in RESIDUAL_STAGES and learning["members"] is None:  # judged on the held-out part, fitted to all
+        _learned.refit_linear_part(
+            chosen, dataset, lambda data: _linear.fit_physical(final, prior_bodies, bodies(dataset), data, settings)
+        )
+        stages.amend(best.name, "its rigid body and linear forces refitted to all")
     report = IdentificationReport(
         tuple(stages.judged),
         best.name,
@@ -267,7 +274,10 @@ def _without_prior(dataset, split, terms, budget, seed, learning: dict, note) ->
     )
     linear = _trigonometric_model(fitted, terms, basis, train)
     stages.judge("trigonometric", linear, time.perf_counter() - t0, detail)
-    everything = _linear.fit_bounded(terms.like(layout, dataset), zeros, regress[id(dataset)], dataset, settings)
+    final = terms.like(layout, dataset)
+    t0 = time.perf_counter()
+    everything = _linear.fit_bounded(final, zeros, regress[id(dataset)], dataset, settings)
+    refit = time.perf_counter() - t0 if learning["members"] is None else 0.0  # a learned stage's refit: as long
     # judged on the held-out part, then fitted to all
     stages.models["trigonometric"] = _trigonometric_model(everything, terms, basis, dataset)
     findings = _findings(linear, train)
@@ -291,8 +301,15 @@ def _without_prior(dataset, split, terms, budget, seed, learning: dict, note) ->
         return "network", network, detail
 
     novel_share = _novel_share(linear, held_out)
-    stages.train(trained, budget, start, train_one)
+    stages.train(trained, budget - refit, start, train_one)
     best = stages.best(learning["members"])
+    if best.name in RESIDUAL_STAGES and learning["members"] is None:  # judged on the held-out part, fitted to all
+        _learned.refit_linear_part(
+            stages.models[best.name],
+            dataset,
+            lambda data: _linear.fit_bounded(final, zeros, regress[id(dataset)], data, settings),
+        )
+        stages.amend(best.name, "its trigonometric Lagrangian and linear forces refitted to all")
     report = IdentificationReport(
         tuple(stages.judged),
         best.name,
@@ -306,6 +323,8 @@ def _without_prior(dataset, split, terms, budget, seed, learning: dict, note) ->
 
 #: The stages that learn (the candidates of an ensemble: the linear stages have no spread).
 LEARNED_STAGES = ("residual", "residual Lagrangian", "network")
+#: The learned stages on a linear one (rigid body or trigonometric Lagrangian): one model's is refitted to all.
+RESIDUAL_STAGES = ("residual", "residual Lagrangian")
 #: Contiguous blocks of the held-out data (within each recording, in proportion to its length) over which
 #: the standard error of the difference between two stages' validation errors is estimated: neighbouring
 #: samples err alike, so the samples themselves would understate it.
@@ -366,6 +385,11 @@ class _Stages:
             past = max(time.perf_counter() - t0 - seconds, 0.0)
             if alone:
                 break
+
+    def amend(self, name: str, text: str) -> None:
+        """Add ``text`` to the detail of the stage ``name`` (what was done to it after it was judged)."""
+        amended = [dataclasses.replace(s, detail=f"{s.detail}; {text}") if s.name == name else s for s in self.judged]
+        self.judged = amended
 
     def best(self, learned_only) -> Stage:
         """The first stage judged whose mean validation error is within one standard error of the lowest
