@@ -433,6 +433,22 @@ def test_the_chosen_learned_stage_is_refitted_to_all_with_its_learned_part_kept(
         np.testing.assert_array_equal(weight.numpy(), value)
 
 
+def test_a_learned_stage_is_refitted_where_the_validation_cut_time_blocks_out_of_the_recordings(data):
+    """One model validated on time blocks of one recording: refitted; on whole recordings, or an ensemble: not."""
+    import warnings
+
+    from lnn.identification._recipe import _refits, _split
+
+    one = data.subset(data.trajectory_ids[:1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", lnn.TimeSplitWarning)
+        blocks = _split(one, 0.1, 0)
+    logs = _split(data, 0.1, 0)
+    assert (blocks.by, logs.by) == ("time", "trajectory")
+    assert _refits(blocks, {"members": None})
+    assert not _refits(logs, {"members": None}) and not _refits(blocks, {"members": 5})
+
+
 def test_the_stages_share_the_budget_and_a_short_one_goes_to_one_stage(held_out, monkeypatch):
     """Each variant gets an equal share of what is left; when that share is 5 s or less the next variant takes
     all that is left alone (a budget too short for two stages trains one, not none); with 5 s or less, none. The

@@ -215,7 +215,9 @@ def refit_linear_part(network, data, fit) -> LagrangianNetwork:
     Why: on one 21 s log of the simulated Panda (the last 30 % held out; ``bench_real.py --single-log``) the
     rigid body fitted to the training part (74 % of the log) erred 0.0227 N^2 m^2 on the held-out part, fitted
     to all 0.0143; the residual stage chosen erred 0.0228 as trained and 0.0159 refitted. On one recording
-    the held-out blocks and the margins around them are a quarter of the motion.
+    the held-out blocks and the margins around them are a quarter of the motion. ``identify`` refits where
+    the validation was made of time blocks (:func:`lnn.identification._recipe._refits`: on the DFKI
+    pendulum, a whole log held out, the refit cost 2 %).
 
     Parameters
     ----------
