@@ -199,6 +199,13 @@ def _record(truth, nominal, references, duration: float) -> lnn.Trajectory:
     )
 
 
+def _log_folder(folder: str | Path | None, prefix: str) -> Path:
+    """The folder given (outside the project, created if missing), or a new temporary one named ``prefix...``."""
+    folder = _outside_project(Path(tempfile.mkdtemp(prefix=prefix)) if folder is None else Path(folder))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def _outside_project(folder: Path) -> Path:
     folder = folder.resolve()
     if folder == ROOT or ROOT in folder.parents:
@@ -247,9 +254,7 @@ def simulated_panda_logs(
     n = n_train + n_test
     references = [_excitation(rng, lower, upper, duration + _SETTLE) for _ in range(n)]
     recordings = _record(truth, nominal, references, duration)
-    folder = Path(tempfile.mkdtemp(prefix="lnn-panda-logs-")) if folder is None else Path(folder)
-    folder = _outside_project(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = _log_folder(folder, "lnn-panda-logs-")
     biases = rng.normal(0.0, BIAS_STD, (n, 7))
     paths = []
     for k in range(n):  # logs as a robot writes them: noisy encoders, a noisy and biased torque sensor
@@ -317,9 +322,7 @@ def simulated_panda_log(
     rng = np.random.default_rng(seed)
     lower, upper = truth.position_limits
     recordings = _record(truth, nominal, [_excitation(rng, lower, upper, duration + _SETTLE)], duration)
-    folder = Path(tempfile.mkdtemp(prefix="lnn-panda-log-")) if folder is None else Path(folder)
-    folder = _outside_project(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = _log_folder(folder, "lnn-panda-log-")
     bias = rng.normal(0.0, BIAS_STD, 7)
     q, tau = _measured(recordings, 0, bias, rng)
     cut = round(train_fraction * len(recordings.t))
