@@ -361,6 +361,10 @@ class LagrangianNetwork(keras.Model):
     def adapt(self, q, qd, qdd=None) -> None:
         """Set the input scaling from data (non-trainable weights, saved with the model).
 
+        Also stores the summary of the training states that :meth:`novelty`
+        measures from, and their per-coordinate range that learned forces
+        read their state clipped to (:meth:`training_box`).
+
         Parameters
         ----------
         q, qd : array_like, shape ``(N, n)``
@@ -370,10 +374,6 @@ class LagrangianNetwork(keras.Model):
         qdd : array_like, shape ``(N, n)``, optional
             Sample accelerations: their root mean square is stored as
             ``model.qdd_std`` for loss normalisation (not used by the model).
-
-        Also stores the summary of the training states that :meth:`novelty`
-        measures from, and their per-coordinate range that learned forces
-        read their state clipped to (:meth:`training_box`).
         """
         pairs = [("q", q), ("qd", qd)] + ([("qdd", qdd)] if qdd is not None else [])
         for name, x in pairs:
