@@ -406,6 +406,7 @@ def test_the_training_box_is_the_range_of_the_data_and_a_full_turn_is_not_bounde
     np.testing.assert_array_equal(box.qd_high, qd.max(axis=0))
     model = lnn.LagrangianNetwork(3, hidden=(8,), angular=(True, True, False), dtype="float64", seed=0)
     assert np.all(np.isinf(model.training_box().q_low)) and np.all(np.isinf(model.training_box().qd_high))
+    assert all(np.all(np.isfinite(v.numpy())) for v in model.variables)  # stored as the largest finite numbers
     model.adapt(q, qd)
     for name in ("q_low", "q_high", "qd_low", "qd_high"):
         np.testing.assert_array_equal(getattr(model.training_box(), name), getattr(box, name))

@@ -392,24 +392,35 @@ class LagrangianNetwork(keras.Model):
             self.qdd_std.assign(_validate.spread(arrays[2], center=False).astype(self._np_dtype))
         self._store_novelty_reference(q_arr, qd_arr)
         box = TrainingBox.of(q_arr, qd_arr, angular=self._angular)
-        self.q_low.assign(box.q_low.astype(self._np_dtype))
-        self.q_high.assign(box.q_high.astype(self._np_dtype))
-        self.qd_low.assign(box.qd_low.astype(self._np_dtype))
-        self.qd_high.assign(box.qd_high.astype(self._np_dtype))
+        for var, values in zip(self._box_weights(), (box.q_low, box.q_high, box.qd_low, box.qd_high)):
+            var.assign(self._stored_bound(values))
 
     # -- the training states' box (lnn.models.support): where learned forces are trusted ----------
     def _add_box_weights(self) -> None:
-        """``q_low, q_high, qd_low, qd_high`` (non-trainable, saved; the model's last variables), unbounded."""
+        """``q_low, q_high, qd_low, qd_high`` (non-trainable, saved; the model's last variables), unbounded.
+
+        An unbounded side is stored as the dtype's largest finite number (a model's weights stay finite) and
+        read back as infinite (:meth:`training_box`).
+        """
 
         def bound(name, value):
             var = self.add_weight(
                 name=name, shape=(self.n_dof,), initializer="zeros", dtype=self.dtype, trainable=False
             )
-            var.assign(np.full(self.n_dof, value, dtype=self.dtype))
+            var.assign(self._stored_bound(np.full(self.n_dof, value)))
             return var
 
         self.q_low, self.q_high = bound("q_low", -np.inf), bound("q_high", np.inf)
         self.qd_low, self.qd_high = bound("qd_low", -np.inf), bound("qd_high", np.inf)
+
+    def _box_weights(self) -> tuple:
+        """The four variables of the box, in :class:`TrainingBox` field order."""
+        return self.q_low, self.q_high, self.qd_low, self.qd_high
+
+    def _stored_bound(self, values) -> np.ndarray:
+        """Bounds as stored: infinite ones as the largest finite number of the model's dtype."""
+        largest = np.finfo(self._np_dtype).max
+        return np.clip(np.asarray(values, np.float64), -largest, largest).astype(self._np_dtype)
 
     def training_box(self) -> TrainingBox:
         """The per-coordinate range of the training states (:class:`lnn.models.support.TrainingBox`), float64.
@@ -417,10 +428,10 @@ class LagrangianNetwork(keras.Model):
         Set by :meth:`adapt`; unbounded before. Learned forces read their
         state clipped to it.
         """
-        as64 = lambda v: np.asarray(v.numpy(), np.float64)  # noqa: E731
-        return TrainingBox(
-            q_low=as64(self.q_low), q_high=as64(self.q_high), qd_low=as64(self.qd_low), qd_high=as64(self.qd_high)
-        )
+        largest = np.finfo(self._np_dtype).max
+        bounds = [np.asarray(v.numpy(), np.float64) for v in self._box_weights()]
+        bounds = [np.where(np.abs(b) >= largest, np.sign(b) * np.inf, b) for b in bounds]
+        return TrainingBox(q_low=bounds[0], q_high=bounds[1], qd_low=bounds[2], qd_high=bounds[3])
 
     def box_q(self, q):
         """``q (B, n)`` clipped to the training states' range, coordinate by coordinate (a tensor).
@@ -512,8 +523,7 @@ class LagrangianNetwork(keras.Model):
     def load_own_variables(self, store) -> None:
         """Keras loading; a file saved before the training box (or before the novelty summary too) loads
         with an unbounded box (and novelty NaN): the variables it lacks are the model's last ones."""
-        late = [self.novelty_points, self.novelty_size, self.novelty_scale]
-        late += [self.q_low, self.q_high, self.qd_low, self.qd_high]
+        late = [self.novelty_points, self.novelty_size, self.novelty_scale, *self._box_weights()]
         for missing in (0, 4, len(late)):
             try:
                 padded = _PaddedStore(store, [v.numpy() for v in late[len(late) - missing :]])

@@ -44,7 +44,8 @@ class TrainingBox:
     ----------
     q_low, q_high, qd_low, qd_high : numpy.ndarray, shape ``(n,)``
         The lowest and highest ``q`` and ``qd`` of every coordinate in the
-        training data (``-inf, inf`` where unbounded).
+        training data (``-inf, inf`` where unbounded; a model stores those
+        as its dtype's largest finite numbers, so its weights stay finite).
     """
 
     q_low: np.ndarray
