@@ -243,11 +243,15 @@ def _with_prior(dataset, split, chain, terms, budget, seed, learning: dict, note
     stages.train(_residual_variants(learning, terms), budget - refit, start, train_one)
     best = stages.best(learning["members"])  # an ensemble asked for: the best learned one
     chosen = models[best.name]
-    if best.name in RESIDUAL_STAGES and _refits(split, learning):  # judged on the held-out part, fitted to all
-        _learned.refit_linear_part(
-            chosen, dataset, lambda data: _linear.fit_physical(final, prior_bodies, bodies(dataset), data, settings)
-        )
-        stages.amend(best.name, "its rigid body and linear forces refitted to all")
+    _refit_chosen(  # judged on the held-out part, fitted to all
+        stages,
+        best,
+        split,
+        learning,
+        dataset,
+        "rigid body",
+        lambda data: _linear.fit_physical(final, prior_bodies, bodies(dataset), data, settings),
+    )
     report = IdentificationReport(
         tuple(stages.judged),
         best.name,
@@ -309,13 +313,15 @@ def _without_prior(dataset, split, terms, budget, seed, learning: dict, note) ->
     novel_share = _novel_share(linear, held_out)
     stages.train(trained, budget - refit, start, train_one)
     best = stages.best(learning["members"])
-    if best.name in RESIDUAL_STAGES and _refits(split, learning):  # judged on the held-out part, fitted to all
-        _learned.refit_linear_part(
-            stages.models[best.name],
-            dataset,
-            lambda data: _linear.fit_bounded(final, zeros, regress[id(dataset)], data, settings),
-        )
-        stages.amend(best.name, "its trigonometric Lagrangian and linear forces refitted to all")
+    _refit_chosen(  # judged on the held-out part, fitted to all
+        stages,
+        best,
+        split,
+        learning,
+        dataset,
+        "trigonometric Lagrangian",
+        lambda data: _linear.fit_bounded(final, zeros, regress[id(dataset)], data, settings),
+    )
     report = IdentificationReport(
         tuple(stages.judged),
         best.name,
@@ -583,6 +589,14 @@ def _refits(split, learning: dict) -> bool:
     trained along with the learned one transfers better than one refitted under it.
     """
     return learning["members"] is None and split.by == "time"
+
+
+def _refit_chosen(stages, best: Stage, split, learning: dict, dataset, linear: str, fit) -> None:
+    """Refit the chosen stage's ``linear`` part and its linear forces to ``dataset`` by ``fit`` (the linear
+    stage's least squares) where :func:`_refits` says so and the stage is a residual one; the report says so."""
+    if best.name in RESIDUAL_STAGES and _refits(split, learning):
+        _learned.refit_linear_part(stages.models[best.name], dataset, fit)
+        stages.amend(best.name, f"its {linear} and linear forces refitted to all")
 
 
 def _novel_share(model, held_out) -> float:

@@ -403,15 +403,17 @@ class LagrangianNetwork(keras.Model):
         read back as infinite (:meth:`training_box`).
         """
 
-        def bound(name, value):
+        unbounded = TrainingBox.unbounded(self.n_dof)
+
+        def bound(name):
             var = self.add_weight(
                 name=name, shape=(self.n_dof,), initializer="zeros", dtype=self.dtype, trainable=False
             )
-            var.assign(self._stored_bound(np.full(self.n_dof, value)))
+            var.assign(self._stored_bound(getattr(unbounded, name)))
             return var
 
-        self.q_low, self.q_high = bound("q_low", -np.inf), bound("q_high", np.inf)
-        self.qd_low, self.qd_high = bound("qd_low", -np.inf), bound("qd_high", np.inf)
+        self.q_low, self.q_high = bound("q_low"), bound("q_high")
+        self.qd_low, self.qd_high = bound("qd_low"), bound("qd_high")
 
     def _box_weights(self) -> tuple:
         """The four variables of the box, in :class:`TrainingBox` field order."""
