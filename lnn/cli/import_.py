@@ -2,16 +2,17 @@
 
 Repeated and held samples are dropped, logs are split at gaps, jittered time
 stamps are resampled onto a uniform grid, and ``qd``, ``qdd`` are estimated
-with Savitzky–Golay windows chosen from the sampling rate, the noise and the
-motion's bandwidth; the torque's lag behind the positions is estimated (and
-applied with ``--lag``); the verb prints what was done, file by file. A file
-ending in ``.mcap``, ``.db3`` or ``.bag``, or a directory holding
+with one Savitzky–Golay window for all the files, the one whose motion explains
+the measured torques best (:func:`lnn.ingest.choose_window_by_torque`); the
+torque's lag behind the positions is estimated (and applied with ``--lag``);
+the verb prints what was done, file by file. A file ending in ``.mcap``, ``.db3`` or ``.bag``, or a directory holding
 ``metadata.yaml``, is read as a ROS bag (``--topic``, ``--joints``); anything
 else as CSV (``--time``, ``--q``, ``--tau``).
 """
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from lnn.cli._common import require_directory
@@ -27,8 +28,8 @@ def register(subparsers) -> None:
         help="read measured CSV logs or ROS bags into a dataset (.npz)",
         description="Read CSV logs or ROS bags of a robot (one trajectory per file, more where a log has "
         "gaps): drop repeated and held samples, split at gaps, resample jittered time stamps "
-        "onto a uniform grid, estimate qd and qdd (Savitzky-Golay, window chosen "
-        "from the sampling rate and the noise), estimate the torque's lag behind the positions, "
+        "onto a uniform grid, estimate qd and qdd (Savitzky-Golay, one window "
+        "for all files, where the motion explains the torques best), estimate the torque's lag behind the positions, "
         "and write an lnn dataset. CSV columns (--time, --q, --tau) "
         "are header names or 0-based indices, comma-separated. A .mcap, .db3 or .bag file, or a "
         "directory with metadata.yaml, is a ROS bag: its sensor_msgs/JointState messages on --topic "
@@ -88,11 +89,12 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--window",
-        type=int,
+        type=_window,
         default=None,
         metavar="N",
-        help="Savitzky-Golay window in samples (odd; default: chosen per "
-        "coordinate from the rate, noise and bandwidth)",
+        help="Savitzky-Golay window in samples (odd), or 'spectrum' (per coordinate from the "
+        "positions' rate, noise and bandwidth); default: one window, where the motion explains the "
+        "torques best (the spectral rule where they cannot tell)",
     )
     parser.add_argument(
         "--order", type=int, default=4, metavar="K", help="Savitzky-Golay polynomial degree (default 4)"
@@ -116,6 +118,16 @@ def register(subparsers) -> None:
         "--overwrite", "--force", dest="overwrite", action="store_true", help="replace FILE if it exists"
     )
     parser.set_defaults(func=run)
+
+
+def _window(text: str):
+    """``--window``: an odd number of samples or ``spectrum``."""
+    if text == "spectrum":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an odd number of samples or 'spectrum'; got {text!r}") from None
 
 
 def run(args) -> int:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lnn.ingest.regression import normal_sums, residual_sum, rigid_body_features
+
 __all__ = ["TorqueLag", "estimate_torque_lag"]
 
 #: Blocks of the log over which the spread of the estimates gives its standard error.
@@ -26,10 +28,6 @@ LAG_BLOCK_SAMPLES = 500
 LAG_BUDGET = 2e8
 #: Fewest samples kept by that subsampling.
 LAG_MIN_ROWS = 2000
-#: Relative eigenvalue below which the regression's Gram matrix is truncated (collinear features).
-GRAM_CUTOFF = 1e-12
-#: Up to this many coordinates, the velocity products also get the trigonometric factors.
-CORIOLIS_TRIG_DOF = 3
 
 
 @dataclass(frozen=True)
@@ -138,9 +136,9 @@ def estimate_torque_lag(q, qd, qdd, tau, step: float, *, max_shift: int, skip: i
     def features(shift: float) -> np.ndarray:
         """The features at the kept rows, shifted (the motion interpolated, then its features)."""
         motion = np.concatenate([s(r - shift) for s, r in zip(splines, rows)])
-        return _features(*np.split(motion, 3, axis=1), v)
+        return rigid_body_features(*np.split(motion, 3, axis=1), v)
 
-    p = _features(*(np.zeros((1, n)),) * 3, np.ones(n)).shape[1]
+    p = rigid_body_features(*(np.zeros((1, n)),) * 3, np.ones(n)).shape[1]
     stride = max(1, math.ceil(total / max(LAG_MIN_ROWS, LAG_BUDGET / p**2)))
     splines, rows, targets = [], [], []
     for q_i, qd_i, qdd_i, tau_i in pieces:
@@ -162,12 +160,12 @@ def estimate_torque_lag(q, qd, qdd, tau, step: float, *, max_shift: int, skip: i
         if key not in cache:
             phi = features(shift) / scale
             if not blocks:
-                cache[key] = _residual(*_sums(phi, target))
+                cache[key] = residual_sum(*normal_sums(phi, target))
             else:
-                sums = [_sums(phi[labels == b], target[labels == b]) for b in range(count)]
+                sums = [normal_sums(phi[labels == b], target[labels == b]) for b in range(count)]
                 whole = [sum(parts) for parts in zip(*sums)]
                 rest = [[w - part for w, part in zip(whole, block)] for block in sums]
-                cache[key] = np.vstack([_residual(*parts) for parts in (*rest, whole)])
+                cache[key] = np.vstack([residual_sum(*parts) for parts in (*rest, whole)])
         return cache[key]
 
     lag, error = nan.copy(), nan.copy()
@@ -246,30 +244,6 @@ def _search(cost, max_shift: int):
             return best
         best += -1 if left < right else 1
     return None
-
-
-def _features(q: np.ndarray, qd: np.ndarray, qdd: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """The regression's features ``phi (T, p)`` (see :func:`estimate_torque_lag`)."""
-    n = q.shape[1]
-    trig = [np.ones(q.shape[0]), *np.cos(q).T, *np.sin(q).T]
-    products = np.column_stack([qd[:, a] * qd[:, b] for a in range(n) for b in range(a, n)])
-    columns = [g[:, None] * qdd for g in trig]
-    columns += [g[:, None] * products for g in (trig if n <= CORIOLIS_TRIG_DOF else trig[:1])]
-    gravity = np.column_stack([a * b for i, a in enumerate(trig) for b in trig[i:]])
-    return np.column_stack([*columns, gravity, qd, np.tanh(qd / v)])
-
-
-def _sums(phi: np.ndarray, target: np.ndarray) -> tuple:
-    """Normal-equation sums of ``phi (N, p)``, ``target (N, n)``: ``phi'phi``, ``phi'target``, ``|target|^2``."""
-    return phi.T @ phi, phi.T @ target, np.sum(target**2, axis=0)
-
-
-def _residual(gram: np.ndarray, cross: np.ndarray, squares: np.ndarray) -> np.ndarray:
-    """Least-squares residual sum of squares ``(n,)`` from the sums of :func:`_sums`."""
-    values, vectors = np.linalg.eigh(gram)
-    keep = values > GRAM_CUTOFF * values.max()
-    projected = (vectors[:, keep].T @ cross) / np.sqrt(values[keep])[:, None]
-    return squares - np.sum(projected**2, axis=0)
 
 
 def _vertex(values: np.ndarray, limit: float) -> float:

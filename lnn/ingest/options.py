@@ -9,10 +9,12 @@ import numpy as np
 
 from lnn.ingest.windows import DEFAULT_ORDER
 
-__all__ = ["VELOCITY_SOURCES", "Cleaning"]
+__all__ = ["VELOCITY_SOURCES", "WINDOW_RULE_SPECTRUM", "Cleaning"]
 
 #: Where ``qd`` may come from: the positions' derivative, or the measured velocities.
 VELOCITY_SOURCES = ("q", "measured")
+#: ``window=`` naming the spectral rule (per coordinate, from the positions alone).
+WINDOW_RULE_SPECTRUM = "spectrum"
 
 
 @dataclass(frozen=True)
@@ -29,9 +31,13 @@ class Cleaning:
         Step of the uniform grid (s); None: the logs' nominal step.
     max_gap : float or None
         Holes longer than this (s) split a log; None: ``max(3 h, W h / 4)``.
-    window : int or None
-        Odd Savitzky–Golay window for every coordinate; None: chosen per
-        coordinate (:func:`lnn.ingest.choose_window`).
+    window : None, "spectrum" or int
+        Savitzky–Golay window of ``qd`` and ``qdd``. None (default): one
+        window for every coordinate, chosen where the motion explains the
+        torques best (:func:`lnn.ingest.choose_window_by_torque`; the
+        spectral rule where the torques cannot decide); ``"spectrum"``: per
+        coordinate from the positions alone (:func:`lnn.ingest.choose_window`);
+        an odd int: that window for every coordinate.
     order : int
         Degree of the Savitzky–Golay polynomials (at least 2).
     trim : bool
@@ -56,7 +62,7 @@ class Cleaning:
     angular: object = False
     step: float | None = None
     max_gap: float | None = None
-    window: int | None = None
+    window: int | str | None = None
     order: int = DEFAULT_ORDER
     trim: bool = True
     velocity: str = "q"
@@ -71,14 +77,16 @@ class Cleaning:
             raise ValueError(f"order must be an integer >= 2; got {order!r}")
         set_(self, "order", int(order))
         window = self.window
-        if window is not None:
+        if window is not None and window != WINDOW_RULE_SPECTRUM:
             if (
                 isinstance(window, bool)
                 or not isinstance(window, (int, np.integer))
                 or window % 2 == 0
                 or window <= order
             ):
-                raise ValueError(f"window must be an odd integer > order ({order}); got {window!r}")
+                raise ValueError(
+                    f"window must be None, {WINDOW_RULE_SPECTRUM!r} or an odd integer > order ({order}); got {window!r}"
+                )
             set_(self, "window", int(window))
         if self.velocity not in VELOCITY_SOURCES:
             raise ValueError(f"velocity must be 'q' or 'measured'; got {self.velocity!r}")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lnn.ingest.clean import CleanLog, RawLog, clean
+from lnn.ingest.consistency import choose_window_by_torque, window_at
 from lnn.ingest.lag import estimate_torque_lag
 from lnn.ingest.options import Cleaning
 from lnn.ingest.report import FileReport, Gap, ImportReport
@@ -33,6 +34,10 @@ GAP_WINDOW_FRACTION = 0.25
 SNAP_TOLERANCE = 1e-6
 #: The torque lag is searched up to this fraction of the narrowest acceleration window (at least 3 samples).
 LAG_WINDOW_FRACTION = 0.25
+#: The torques' window is searched up to this multiple of the spectral rule's widest window ...
+TORQUE_WINDOW_FACTOR = 4
+#: ... and this fraction of the longest piece (the windows are compared away from the pieces' ends).
+TORQUE_WINDOW_PIECE = 0.25
 
 
 @dataclass(frozen=True, eq=False)
@@ -73,13 +78,14 @@ class ImportedLogs:
 
 @dataclass(frozen=True)
 class _Windows:
-    """Savitzky–Golay windows (samples) per coordinate, their estimated errors and the noise."""
+    """Savitzky–Golay windows (samples) per coordinate, their estimated errors, the noise and the rule."""
 
     qd: tuple
     qdd: tuple
     error_qd: tuple
     error_qdd: tuple
     noise: tuple
+    rule: str = "spectrum"
 
 
 def process(raws: Sequence[RawLog], cleaning: Cleaning, *, joint_names: tuple | None = None) -> ImportedLogs:
@@ -111,10 +117,12 @@ def process(raws: Sequence[RawLog], cleaning: Cleaning, *, joint_names: tuple | 
     steps = [log.nominal_step for log in logs]
     common = float(np.median(steps))
     same = all(abs(s - common) <= COMMON_STEP_TOLERANCE * common for s in steps)
+    steps = [cleaning.step if cleaning.step is not None else (common if same else s) for s in steps]
+    windows, choices = _choose_windows(logs, steps, cleaning, n=n)
     reports, parts = [], []
-    for log in logs:
-        h = cleaning.step if cleaning.step is not None else (common if same else log.nominal_step)
-        part, report = _import_one(log, h, cleaning, n=n, first_id=sum(len(r.trajectories) for r in reports))
+    for log, h, chosen in zip(logs, steps, windows):
+        first_id = sum(len(r.trajectories) for r in reports)
+        part, report = _import_one(log, h, cleaning, chosen, n=n, first_id=first_id)
         parts.append(part)
         reports.append(report)
     stacked = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
@@ -125,14 +133,15 @@ def process(raws: Sequence[RawLog], cleaning: Cleaning, *, joint_names: tuple | 
         dt=grid_steps.pop() if len(grid_steps) == 1 else math.nan,
         derivative_span=max(max(*r.window_qd, *r.window_qdd) * r.step for r in reports),
         joint_names=joint_names,
-        report=ImportReport(files=tuple(reports), order=cleaning.order, velocity=cleaning.velocity),
+        report=ImportReport(
+            files=tuple(reports), order=cleaning.order, velocity=cleaning.velocity, torque_windows=choices
+        ),
     )
 
 
-def _import_one(log: CleanLog, h: float, cleaning: Cleaning, *, n: int, first_id: int):
-    """Segment, resample and differentiate one cleaned log; its arrays and :class:`FileReport`."""
+def _import_one(log: CleanLog, h: float, cleaning: Cleaning, windows: _Windows, *, n: int, first_id: int):
+    """Segment, resample and differentiate one cleaned log with its windows; its arrays and :class:`FileReport`."""
     t, order = log.t, cleaning.order
-    windows = _choose_windows(log, h, cleaning, n=n)
     raw_steps = np.diff(t)
     threshold = cleaning.max_gap
     if threshold is None:
@@ -200,6 +209,7 @@ def _import_one(log: CleanLog, h: float, cleaning: Cleaning, *, n: int, first_id
         window_qdd=windows.qdd,
         error_qd=windows.error_qd,
         error_qdd=windows.error_qdd,
+        window_rule=windows.rule,
         velocity_lag=tuple(np.mean(lags, axis=0).tolist()) if lags else (),
         velocity_mismatch=tuple(np.mean(mismatches, axis=0).tolist()) if mismatches else (),
         trajectories=tuple(range(first_id, first_id + len(grids))),
@@ -214,11 +224,56 @@ def _import_one(log: CleanLog, h: float, cleaning: Cleaning, *, n: int, first_id
     return {k: np.concatenate(v) for k, v in out.items()}, report
 
 
-def _choose_windows(log: CleanLog, h: float, cleaning: Cleaning, *, n: int) -> _Windows:
-    """The Savitzky–Golay windows of one log (:func:`choose_window` per coordinate, or ``cleaning.window``)."""
+def _choose_windows(logs, steps, cleaning: Cleaning, *, n: int) -> tuple[list[_Windows], tuple]:
+    """The Savitzky–Golay windows of each log, and the torques' choices (:class:`lnn.ingest.TorqueWindow`).
+
+    ``cleaning.window``: an int for every coordinate of every log; ``"spectrum"``: the spectral rule
+    (:func:`choose_window`) per log and coordinate; None: one span for every coordinate of every
+    log, chosen by the torques of all the logs pooled (:func:`choose_window_by_torque`, searched up
+    to 4 times the spectral rule's widest window and a quarter of the longest piece), the spectral
+    rule's windows where the torques cannot decide.
+    """
+    grids = [_provisional_grids(log, h, cleaning) for log, h in zip(logs, steps)]
+    if isinstance(cleaning.window, int):
+        given = []
+        for usable, h in zip(grids, steps):
+            noise = tuple(_noise([g["q"][:, j] for g in usable], h, cleaning.order) for j in range(n))
+            nan = (math.nan,) * n
+            given.append(_Windows((cleaning.window,) * n, (cleaning.window,) * n, nan, nan, noise, rule="given"))
+        return given, ()
+    spectral = [_spectral_windows(usable, h, cleaning, n=n) for usable, h in zip(grids, steps)]
+    if cleaning.window == "spectrum":
+        return spectral, ()
+    pooled = [(g, h) for usable, h in zip(grids, steps) for g in usable]
+    reference = float(np.median([h for _, h in pooled]))
+    widest = max(window_at(max(*w.qd, *w.qdd), h, reference) for w, h in zip(spectral, steps))
+    longest = max(window_at(g["t"].shape[0], h, reference) for g, h in pooled)
+    choice = choose_window_by_torque(
+        [g["q"] for g, _ in pooled],
+        [g["tau"] for g, _ in pooled],
+        [h for _, h in pooled],
+        order=cleaning.order,
+        max_window=min(TORQUE_WINDOW_FACTOR * widest, int(TORQUE_WINDOW_PIECE * longest)),
+    )
+    if choice is None:
+        return spectral, ()
+    if not choice.informative:
+        return spectral, (choice,)
+    windows = []
+    for chosen, h in zip(spectral, steps):
+        w = window_at(choice.window, choice.step, h, order=cleaning.order)
+        qd = chosen.qd if cleaning.velocity == "measured" else (w,) * n
+        nan = (math.nan,) * n
+        windows.append(_Windows(qd, (w,) * n, nan, nan, chosen.noise, rule="torque"))
+    return windows, (choice,)
+
+
+def _provisional_grids(log: CleanLog, h: float, cleaning: Cleaning) -> list[dict]:
+    """The log resampled in pieces split at 20 steps (or ``max_gap``), to choose the windows on.
+
+    A log whose stamps jump by several steps now and then must still be long pieces.
+    """
     order = cleaning.order
-    # Provisional pieces (split at 20 steps, or max_gap) to measure the spectrum and choose the
-    # windows: a log whose stamps jump by several steps now and then must still be long pieces.
     provisional = cleaning.max_gap if cleaning.max_gap is not None else PROVISIONAL_GAP_STEPS * h
     grids = [_resample(log.t, log, rows, h) for rows in _pieces(log.t, provisional)]
     usable = [g for g in grids if g["t"].shape[0] >= order + 3]
@@ -229,13 +284,17 @@ def _choose_windows(log: CleanLog, h: float, cleaning: Cleaning, *, n: int) -> _
             f"gaps has {longest} samples at step {h:.4g} s, and a Savitzky-Golay filter of order "
             f"{order} needs at least {order + 3}"
         )
-    if cleaning.window is not None:
-        nan = (math.nan,) * n
-        noise = tuple(
-            choose_window([g["q"][:, j] for g in usable], h, derivative=2, order=order, max_window=order + 3).noise
-            for j in range(n)
-        )
-        return _Windows((cleaning.window,) * n, (cleaning.window,) * n, nan, nan, noise)
+    return usable
+
+
+def _noise(pieces, h: float, order: int) -> float:
+    """The white-noise standard deviation of one coordinate's positions (the spectral estimate's)."""
+    return choose_window(pieces, h, derivative=2, order=order, max_window=order + 3).noise
+
+
+def _spectral_windows(usable: list[dict], h: float, cleaning: Cleaning, *, n: int) -> _Windows:
+    """The spectral rule's windows of one log (:func:`choose_window` per coordinate and derivative)."""
+    order = cleaning.order
     measured = cleaning.velocity == "measured"
     qdd = [choose_window([g["q"][:, j] for g in usable], h, derivative=2, order=order) for j in range(n)]
     qd = [

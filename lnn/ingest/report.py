@@ -59,8 +59,8 @@ class FileReport:
     window_qd, window_qdd : tuple of int
         Savitzky–Golay windows (samples) per coordinate for ``qd`` and ``qdd``.
     error_qd, error_qdd : tuple of float
-        The estimated RMS errors of ``qd`` and ``qdd`` with them (NaN when
-        the windows were given).
+        The spectral rule's estimated RMS errors of ``qd`` and ``qdd`` with
+        them (NaN when the windows were given or chosen by the torques).
     velocity_lag : tuple of float
         Lag (s) of the measured velocities behind the derivative of the
         positions, per coordinate (empty without measured velocities).
@@ -91,6 +91,11 @@ class FileReport:
     torque_shift : tuple of float
         The shift (s) applied to each torque column before resampling
         (zeros unless the import's ``lag`` asked for it).
+    window_rule : str
+        How the windows were chosen: ``"torque"`` (where the motion explains
+        the torques best, :func:`lnn.ingest.choose_window_by_torque`),
+        ``"spectrum"`` (from the positions alone, :func:`lnn.ingest.choose_window`)
+        or ``"given"``.
     """
 
     path: str
@@ -120,6 +125,7 @@ class FileReport:
     torque_lag: tuple = ()
     torque_lag_error: tuple = ()
     torque_shift: tuple = ()
+    window_rule: str = "spectrum"
 
     def format(self) -> str:
         """A few lines of text describing the file's import (what ``lnn import`` prints)."""
@@ -138,7 +144,8 @@ class FileReport:
             f"{self.jitter:.2%}), {'resampled' if self.resampled else 'on the grid'}; noise "
             f"{', '.join(f'{s:.2g}' for s in self.noise)}",
             f"  windows qd {ints(self.window_qd)}, qdd {ints(self.window_qdd)} samples "
-            f"(qdd {spans} s); -> {len(self.trajectories)} trajectory(ies), {self.samples} samples"
+            f"(qdd {spans} s; {_RULES.get(self.window_rule, self.window_rule)}); "
+            f"-> {len(self.trajectories)} trajectory(ies), {self.samples} samples"
             + (f", {self.dropped_pieces} short piece(s) dropped" if self.dropped_pieces else "")
             + f", {self.trimmed} edge samples trimmed",
         ]
@@ -165,6 +172,13 @@ class FileReport:
         return "\n".join(lines)
 
 
+_RULES = {
+    "torque": "where the motion explains the torques best",
+    "spectrum": "from the positions' spectrum",
+    "given": "given",
+}
+
+
 def _lag_text(lag: float, error: float) -> str:
     if math.isnan(lag):
         return "unknown"
@@ -183,11 +197,18 @@ class ImportReport:
     velocity : str
         Where ``qd`` came from: ``"q"`` (derivative of the positions) or
         ``"measured"`` (the measured velocities, filtered).
+    torque_windows : tuple of TorqueWindow
+        The torques' evidence for the windows, one per group of files
+        sharing a step (:func:`lnn.ingest.choose_window_by_torque`; empty
+        when the windows were given or asked of the spectral rule). A
+        choice that is not :attr:`~lnn.ingest.TorqueWindow.informative` left
+        the spectral rule's windows in place.
     """
 
     files: tuple
     order: int
     velocity: str
+    torque_windows: tuple = ()
 
     @property
     def rows(self) -> int:
@@ -271,6 +292,16 @@ class ImportReport:
             f"{'the positions' if self.velocity == 'q' else 'the measured velocities'}"
         )
         lines = [f.format() for f in self.files] + [total]
+        for choice in self.torque_windows:
+            explained = ", ".join(f"{share:.1%}" for share in choice.explained)
+            scores = choice.score
+            lines.append(
+                f"window by the torques: {choice.window} samples; the motion explains {explained} of "
+                f"the torques' variance ({choice.rows} rows, {choice.features} features); residual "
+                f"relative to the best: "
+                + ", ".join(f"{w} {s:.3g}" for w, s in zip(choice.candidates, scores) if s < 1.5)
+                + ("" if choice.informative else "; not informative: the spectral rule's windows kept")
+            )
         if len(self.files) > 1 and self.torque_lag:
             lines.append(
                 "tau lag behind q over the files: "
