@@ -20,7 +20,19 @@ import numpy as np
 
 import lnn
 
-__all__ = ["DATA", "TRAIN", "TEST", "STEP", "WINDOW", "ORDER", "data_folder", "load", "urdf_path", "torque_mse"]
+__all__ = [
+    "DATA",
+    "TRAIN",
+    "TEST",
+    "STEP",
+    "WINDOW",
+    "ORDER",
+    "data_folder",
+    "imported",
+    "load",
+    "urdf_path",
+    "torque_mse",
+]
 
 TRAIN = (
     "trajectory_00",
@@ -105,6 +117,26 @@ def load(names=TRAIN, *, step: float = STEP, window: int = WINDOW, order: int = 
     return lnn.Dataset(
         t=t, q=q, qd=qd, qdd=qdd, tau=tau, trajectory=ids, system="dfki-double-pendulum", angular=(True, True), dt=step
     )
+
+
+def imported(names=TRAIN, *, window=None) -> lnn.logs.ImportResult:
+    """The named logs as a user reads them: ``lnn.logs.import_csv`` in one call, its defaults.
+
+    ``q`` from ``pos_meas*``, ``tau`` from ``tau_meas*``, both angles wrapping;
+    the import cleans, resamples each file onto its own grid (2 ms; 1.5 ms for
+    trajectory_11) and differentiates with one window for all the files, the
+    one where the motion explains the torques best (``window`` overrides it).
+
+    Returns
+    -------
+    lnn.logs.ImportResult
+        The dataset (one trajectory per file) and the import's report.
+    """
+    from lnn.logs import import_csv
+
+    paths = [data_folder() / f"{name}.csv" for name in names]
+    columns = dict(time="time", q=["pos_meas1", "pos_meas2"], tau=["tau_meas1", "tau_meas2"], angular=True)
+    return import_csv(paths, window=window, **columns)
 
 
 def torque_mse(system, dataset: lnn.Dataset) -> np.ndarray:

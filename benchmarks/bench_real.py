@@ -84,12 +84,7 @@ def _read_yaml(path: Path) -> dict:
     return out
 
 
-def _row(name, mse, seconds=None):
-    extra = "" if seconds is None else f"{seconds:8.1f}"
-    print(f"| {name:<58} | {mse[0]:.4f} | {mse[1]:.4f} | {np.mean(mse):.4f} | {extra} |", flush=True)
-
-
-def dfki(folder: Path, seconds: float) -> None:
+def dfki(folder: Path, seconds: float, *, imported: bool = False) -> None:
     import _dfki
 
     import lnn
@@ -97,16 +92,36 @@ def dfki(folder: Path, seconds: float) -> None:
     from lnn.baseline import least_squares
 
     os.environ["LNN_DFKI_DATA"] = str(folder)
-    train, test = _dfki.load(_dfki.TRAIN), _dfki.load(_dfki.TEST)
+    if imported:  # as a user reads them: the training logs in one call, the test log in its own
+        read = _dfki.imported(_dfki.TRAIN)
+        train, test = read.dataset, _dfki.imported(_dfki.TEST).dataset
+        window = read.report.files[0].window_qdd[0]
+        same = _dfki.imported(_dfki.TEST, window=window).dataset
+        reading = (
+            f"read by lnn.logs.import_csv's defaults: window {window} samples at 2 ms "
+            f"({read.report.files[0].window_rule}); the test log alone chose "
+            f"{test.derivative_span / test.dt:.0f}; in brackets the test log "
+            f"read with the training's {window}"
+        )
+    else:
+        train, test, same = _dfki.load(_dfki.TRAIN), _dfki.load(_dfki.TEST), None
+        reading = "2 ms grid, Savitzky-Golay 101/4 (the issue's protocol)"
     robot = simulations.URDFRobot.from_urdf(str(_dfki.urdf_path()), missing_links="add")
     print(
         f"DFKI double pendulum: train {len(train)} samples ({train.n_trajectories} logs), "
-        f"test {len(test)} samples; 2 ms grid, Savitzky-Golay 101/4"
+        f"test {len(test)} samples; {reading}"
     )
+
+    def _row(name, system, seconds=None):
+        mse = _dfki.torque_mse(system, test)
+        extra = "" if same is None else f" [{np.mean(_dfki.torque_mse(system, same)):.4f}]"
+        timing = "" if seconds is None else f"{seconds:8.1f}"
+        print(f"| {name:<58} | {mse[0]:.4f} | {mse[1]:.4f} | {np.mean(mse):.4f}{extra} | {timing} |", flush=True)
+
     print("| model | J1 | J2 | mean | s |\n|---|---|---|---|---|")
     lab = _read_yaml(folder / "model_2.0_parameters.yml")
-    _row("the lab's identified model + friction", _dfki.torque_mse(_lab_model(lab, friction=True), test))
-    _row("the same without friction", _dfki.torque_mse(_lab_model(lab, friction=False), test))
+    _row("the lab's identified model + friction", _lab_model(lab, friction=True))
+    _row("the same without friction", _lab_model(lab, friction=False))
     for label, options in (
         ("least squares (base parameters, viscous + Coulomb + offset)", {}),
         ("least squares, + armature, no offset", {"armature": True, "offset": False}),
@@ -114,7 +129,7 @@ def dfki(folder: Path, seconds: float) -> None:
     ):
         t0 = time.perf_counter()
         fit = least_squares(train, robot, friction="viscous+coulomb", **options)
-        _row(label, _dfki.torque_mse(fit, test), time.perf_counter() - t0)
+        _row(label, fit, time.perf_counter() - t0)
     for label, prior, options in (
         ("lnn.identify, URDF prior", robot, {}),
         ("lnn.identify, URDF prior, + residual Lagrangian", robot, {"residual_lagrangian": True}),
@@ -122,9 +137,9 @@ def dfki(folder: Path, seconds: float) -> None:
     ):
         t0 = time.perf_counter()
         model = lnn.identify(train, prior=prior, time_limit=seconds, seed=0, **options)
-        _row(f"{label} (chose {model.report.chosen})", _dfki.torque_mse(model, test), time.perf_counter() - t0)
+        _row(f"{label} (chose {model.report.chosen})", model, time.perf_counter() - t0)
         for stage, network in model.candidates.items():
-            _row(f"    its stage {stage!r}", _dfki.torque_mse(lnn.IdentifiedModel(network, model.report), test))
+            _row(f"    its stage {stage!r}", lnn.IdentifiedModel(network, model.report))
         print("\n".join("    " + line for line in model.report.format().splitlines()), flush=True)
 
 
@@ -296,6 +311,11 @@ def main(argv=None) -> None:
         "--single-log", action="store_true", help="only the simulated Panda's one log, its last 30 %% held out"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the simulated Panda's logs")
+    parser.add_argument(
+        "--imported",
+        action="store_true",
+        help="read the DFKI logs as a user does (lnn.logs.import_csv's defaults) instead of the issue's protocol",
+    )
     args = parser.parse_args(argv)
     if args.single_log:
         panda(args.time, seed=args.seed, single=True)
@@ -306,7 +326,7 @@ def main(argv=None) -> None:
         calibration(args.data, args.time, args.ensemble, figure=args.figure, force=args.force)
         return
     if not args.panda_only:
-        dfki(args.data, args.time)
+        dfki(args.data, args.time, imported=args.imported)
     args.panda = args.panda or args.panda_only
     if args.panda:
         panda(args.time, seed=args.seed)

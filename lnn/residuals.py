@@ -307,16 +307,33 @@ def _read_data(data):
     return t[order], q[order], qd[order], qdd[order], tau[order], ids, bounds, angular
 
 
+#: Recordings' steps may differ by this fraction (the import's files, each on its own grid, do by 0.03 %).
+STEP_TOLERANCE = 0.01
+
+
 def _step(t: np.ndarray, bounds: np.ndarray) -> float:
-    """The uniform sampling interval within the recordings (ValueError if not uniform)."""
-    steps = np.concatenate([np.diff(t[a:b]) for a, b in zip(bounds[:-1], bounds[1:])])
-    if steps.size == 0:
+    """The sampling interval of the recordings: uniform within each, and the same within 1 % across them.
+
+    ValueError otherwise. The median of the recordings' steps is returned (spectra and lags in samples
+    need one rate; a 1 % difference shifts a frequency by 1 %).
+    """
+    steps = [np.diff(t[a:b]) for a, b in zip(bounds[:-1], bounds[1:]) if b - a > 1]
+    if not steps:
         raise ValueError("data must hold a recording of at least 2 samples")
-    dt = float(np.median(steps))
-    if not dt > 0 or np.max(np.abs(steps - dt)) > 1e-6 * dt + 1e-12:
+    own = np.array([float(np.median(s)) for s in steps])
+    uneven = [np.max(np.abs(s - h)) > 1e-6 * h + 1e-12 for s, h in zip(steps, own)]
+    dt = float(np.median(own))
+    if not dt > 0 or any(uneven):
+        every = np.concatenate(steps)
         raise ValueError(
             f"data.t must be uniformly sampled within each recording (for lags and spectra); steps range "
-            f"from {steps.min():.6g} to {steps.max():.6g} s: resample first (lnn.Dataset.from_csv does)"
+            f"from {every.min():.6g} to {every.max():.6g} s: resample first (lnn.Dataset.from_csv does)"
+        )
+    if np.max(np.abs(own - dt)) > STEP_TOLERANCE * dt:
+        raise ValueError(
+            f"the recordings must share one sampling step within {STEP_TOLERANCE:.0%} (for lags and spectra); "
+            f"their steps range from {own.min():.6g} to {own.max():.6g} s: analyse the recordings of each "
+            f"rate apart (lnn.Dataset.subset)"
         )
     return dt
 

@@ -530,3 +530,27 @@ def test_identify_returns_a_calibrated_ensemble_through_the_same_stages(data, he
     single = lnn.identify(data, prior=WRONG_PAYLOAD, residual=False, seed=0)
     with pytest.raises(TypeError, match="ensemble's spread"):
         single.predict(held_out.q, held_out.qd, qdd=held_out.qdd)
+
+
+def test_the_residual_findings_read_the_recordings_of_the_most_common_rate():
+    # Files imported on their own grids: two at 2 ms (0.03 % apart, as the DFKI logs) and a short one at
+    # 1.5 ms. One spectrum needs one rate: the 2 ms recordings are analysed, not none (which had made the
+    # structured network a candidate on data the basis writes well).
+    from lnn.identification._recipe import _findings, _one_rate
+
+    system = simulations.DoublePendulum()
+    parts = []
+    for k, (step, duration) in enumerate(((2e-3, 12.0), (2.0006e-3, 12.0), (1.5e-3, 6.0))):
+        t = np.arange(0.0, duration, step)
+        q = np.column_stack([np.sin(0.7 * t + k), 0.8 * np.cos(1.1 * t)])
+        qd = np.column_stack([0.7 * np.cos(0.7 * t + k), -0.88 * np.sin(1.1 * t)])
+        qdd = np.column_stack([-0.49 * np.sin(0.7 * t + k), -0.968 * np.cos(1.1 * t)])
+        tau = system.inverse_dynamics(q, qd, qdd) + 0.2 * np.tanh(qd / 0.05)  # Coulomb friction left over
+        parts.append((t, q, qd, qdd, tau, np.full(t.size, k)))
+    t, q, qd, qdd, tau, ids = (np.concatenate(x) for x in zip(*parts))
+    data = lnn.Dataset(t=t, q=q, qd=qd, qdd=qdd, tau=tau, trajectory=ids, angular=(True, True), dt=float("nan"))
+    assert sorted(np.unique(_one_rate(data).trajectory)) == [0, 1]
+    same_rate = data.subset([0, 1])
+    assert _one_rate(same_rate) is same_rate  # 0.03 % apart: one rate, nothing left out
+    findings = _findings(system, data)
+    assert findings is not None and findings.qd_share.max() > 0.5  # the friction left over: a function of qd

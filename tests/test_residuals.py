@@ -176,6 +176,15 @@ def test_bad_input_is_refused_with_the_name_and_value():
     jittered = dataclasses.replace(data, t=data.t + np.r_[0.0, 1e-3, np.zeros(data.t.size - 2)])
     with pytest.raises(ValueError, match="uniformly sampled"):
         residuals.analyze(SYSTEM, jittered)
+    two = _data(recordings=2)
+    second = two.trajectory == 1
+    for scale, ok in ((1.0003, True), (1.3, False)):  # files on their own grids: 0.03 % apart (DFKI), or 30 %
+        t = np.where(second, two.t * scale, two.t)
+        if ok:
+            residuals.analyze(SYSTEM, dataclasses.replace(two, t=t, dt=float("nan")))
+        else:
+            with pytest.raises(ValueError, match=r"share one sampling step within 1%.*analyse the recordings"):
+                residuals.analyze(SYSTEM, dataclasses.replace(two, t=t, dt=float("nan")))
     for options, match in (({"folds": 1}, "folds"), ({"bins": 0}, "bins"), ({"max_lag": -1.0}, "max_lag")):
         with pytest.raises(ValueError, match=match):
             residuals.analyze(SYSTEM, data, **options)
