@@ -143,7 +143,15 @@ def dfki(folder: Path, seconds: float, *, imported: bool = False) -> None:
         print("\n".join("    " + line for line in model.report.format().splitlines()), flush=True)
 
 
-def calibration(folder: Path, seconds: float, members: int, *, figure: Path | None = None, force: bool = False) -> None:
+def calibration(
+    folder: Path,
+    seconds: float,
+    members: int,
+    *,
+    figure: Path | None = None,
+    force: bool = False,
+    imported: bool = False,
+) -> None:
     """``identify(..., ensemble=K)`` with the URDF prior: coverage of its torque intervals on trajectory_03.
 
     The intervals are calibrated on the validation log that ``identify`` holds
@@ -161,8 +169,12 @@ def calibration(folder: Path, seconds: float, members: int, *, figure: Path | No
     from lnn import uncertainty
 
     os.environ["LNN_DFKI_DATA"] = str(folder)
-    train, test = _dfki.load(_dfki.TRAIN), _dfki.load(_dfki.TEST)
+    if imported:  # as a user reads them (lnn.logs.import_csv's defaults), the test log on its own
+        train, test = _dfki.imported(_dfki.TRAIN).dataset, _dfki.imported(_dfki.TEST).dataset
+    else:
+        train, test = _dfki.load(_dfki.TRAIN), _dfki.load(_dfki.TEST)
     robot = simulations.URDFRobot.from_urdf(str(_dfki.urdf_path()), missing_links="add")
+    print(f"\nDFKI read {'by lnn.logs.import_csv' if imported else 'under the protocol'}")
     print("\nDFKI, least squares (viscous + Coulomb + offset), each training log left out of the others:")
     ids = np.unique(train.trajectory)
     for k, name in zip(ids, _dfki.TRAIN):
@@ -323,7 +335,7 @@ def main(argv=None) -> None:
     if args.data is None and not args.panda_only:
         parser.error("--data is required (the folder of the DFKI logs) unless --panda-only or --single-log")
     if args.ensemble is not None:
-        calibration(args.data, args.time, args.ensemble, figure=args.figure, force=args.force)
+        calibration(args.data, args.time, args.ensemble, figure=args.figure, force=args.force, imported=args.imported)
         return
     if not args.panda_only:
         dfki(args.data, args.time, imported=args.imported)
