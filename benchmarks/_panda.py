@@ -240,7 +240,8 @@ def simulated_panda_logs(
     folder : str or Path, optional
         Where the CSV files go (outside the project); default: a new temporary folder.
     window : int, optional
-        Passed to ``Dataset.from_csv`` (its Savitzky-Golay window); default: chosen per joint by the import.
+        The Savitzky-Golay window of the import (``lnn.logs.import_csv``); default: the one the training
+        logs' torques choose, the test logs read with it (:func:`_read`).
 
     Returns
     -------
@@ -261,9 +262,7 @@ def simulated_panda_logs(
         q, tau = _measured(recordings, k, biases[k], rng)
         paths.append(_write(folder / f"panda_{k:02d}.csv", recordings.t, q, tau))
     simulated = time.perf_counter()
-    columns = dict(time="time", q=_COLUMNS[:7], tau=_COLUMNS[7:], angular=True, window=window)
-    train = lnn.Dataset.from_csv(paths[:n_train], **columns)
-    test = lnn.Dataset.from_csv(paths[n_train:], **columns)
+    train, test = _read(paths[:n_train], paths[n_train:], window)
     return PandaLogs(
         train=train,
         test=test,
@@ -330,8 +329,7 @@ def simulated_panda_log(
     paths = [_write(folder / f"panda_{name}.csv", recordings.t[part], q[part], tau[part])
              for name, part in zip(("train", "test"), parts)]  # fmt: skip
     simulated = time.perf_counter()
-    columns = dict(time="time", q=_COLUMNS[:7], tau=_COLUMNS[7:], angular=True, window=window)
-    train, test = (lnn.Dataset.from_csv(path, **columns) for path in paths)
+    train, test = _read(paths[:1], paths[1:], window)
     return PandaLogs(
         train=train,
         test=test,
@@ -345,6 +343,27 @@ def simulated_panda_log(
         simulation_seconds=simulated - t0,
         import_seconds=time.perf_counter() - simulated,
     )
+
+
+def _read(train_paths, test_paths, window) -> tuple[lnn.Dataset, lnn.Dataset]:
+    """The training and test logs read back as a user reads them, the test logs with the training's window.
+
+    ``lnn.logs.import_csv`` chooses the derivative window where the motion
+    explains the measured torques best; read alone, the test logs would have
+    their window chosen by their own torques, the very targets of the score.
+    So they are read with the window the training logs got (the spectral
+    rule's, per coordinate, where the torques did not decide), as a model is
+    fed new logs of its robot.
+    """
+    from lnn.logs import import_csv
+
+    columns = dict(time="time", q=_COLUMNS[:7], tau=_COLUMNS[7:], angular=True)
+    train = import_csv(list(train_paths), window=window, **columns)
+    first = train.report.files[0]
+    if window is None:
+        window = first.window_qdd[0] if first.window_rule == "torque" else "spectrum"
+    test = lnn.Dataset.from_csv(list(test_paths), window=window, **columns)
+    return train.dataset, test
 
 
 def _measured(recordings: lnn.Trajectory, k: int, bias: np.ndarray, rng: np.random.Generator):

@@ -92,19 +92,18 @@ def dfki(folder: Path, seconds: float, *, imported: bool = False) -> None:
     from lnn.baseline import least_squares
 
     os.environ["LNN_DFKI_DATA"] = str(folder)
-    if imported:  # as a user reads them: the training logs in one call, the test log in its own
+    if imported:  # as a user reads them: the training logs in one call, the test log with their window
         read = _dfki.imported(_dfki.TRAIN)
-        train, test = read.dataset, _dfki.imported(_dfki.TEST).dataset
-        window = read.report.files[0].window_qdd[0]
-        same = _dfki.imported(_dfki.TEST, window=window).dataset
+        train, window = read.dataset, read.report.files[0].window_qdd[0]
+        test = _dfki.imported(_dfki.TEST, window=window).dataset
+        alone = _dfki.imported(_dfki.TEST).dataset  # its window chosen by its own torques, the score's targets
         reading = (
             f"read by lnn.logs.import_csv's defaults: window {window} samples at 2 ms "
-            f"({read.report.files[0].window_rule}); the test log alone chose "
-            f"{test.derivative_span / test.dt:.0f}; in brackets the test log "
-            f"read with the training's {window}"
+            f"({read.report.files[0].window_rule}), the test log read with it; in brackets the test log read "
+            f"alone (its own torques chose {alone.derivative_span / alone.dt:.0f})"
         )
     else:
-        train, test, same = _dfki.load(_dfki.TRAIN), _dfki.load(_dfki.TEST), None
+        train, test, alone = _dfki.load(_dfki.TRAIN), _dfki.load(_dfki.TEST), None
         reading = "2 ms grid, Savitzky-Golay 101/4 (the issue's protocol)"
     robot = simulations.URDFRobot.from_urdf(str(_dfki.urdf_path()), missing_links="add")
     print(
@@ -114,7 +113,7 @@ def dfki(folder: Path, seconds: float, *, imported: bool = False) -> None:
 
     def _row(name, system, seconds=None):
         mse = _dfki.torque_mse(system, test)
-        extra = "" if same is None else f" [{np.mean(_dfki.torque_mse(system, same)):.4f}]"
+        extra = "" if alone is None else f" [{np.mean(_dfki.torque_mse(system, alone)):.4f}]"
         timing = "" if seconds is None else f"{seconds:8.1f}"
         print(f"| {name:<58} | {mse[0]:.4f} | {mse[1]:.4f} | {np.mean(mse):.4f}{extra} | {timing} |", flush=True)
 
@@ -169,8 +168,10 @@ def calibration(
     from lnn import uncertainty
 
     os.environ["LNN_DFKI_DATA"] = str(folder)
-    if imported:  # as a user reads them (lnn.logs.import_csv's defaults), the test log on its own
-        train, test = _dfki.imported(_dfki.TRAIN).dataset, _dfki.imported(_dfki.TEST).dataset
+    if imported:  # as a user reads them (lnn.logs.import_csv's defaults), the test log with the training's window
+        read = _dfki.imported(_dfki.TRAIN)
+        train = read.dataset
+        test = _dfki.imported(_dfki.TEST, window=read.report.files[0].window_qdd[0]).dataset
     else:
         train, test = _dfki.load(_dfki.TRAIN), _dfki.load(_dfki.TEST)
     robot = simulations.URDFRobot.from_urdf(str(_dfki.urdf_path()), missing_links="add")

@@ -17,9 +17,10 @@ simulated arm of the true model itself.
   leave-one-log-out MSE on the training logs and its MSE on the test log.
 - The simulated 7-DOF Panda of ``benchmarks/_panda.py``, one 21 s log at 1 kHz
   (Stribeck and position-dependent friction, a payload, encoder and torque
-  noise, a bias), its first 70 % read as one file and the rest as another:
-  the true model's torque MSE on both parts and least squares' (the truth's
-  ``v0``) on the held-out part.
+  noise, a bias), its first 70 % read as one file and the rest as another
+  with the training part's window (read alone, its window would be chosen by
+  its own torques, the score's targets): the true model's torque MSE on both
+  parts and least squares' (the truth's ``v0``) on the held-out part.
 
 Usage::
 
@@ -117,7 +118,8 @@ def panda(seed: int) -> None:
             t0 = time.perf_counter()
             train = import_csv(logs.train_files[0], window=window, **columns)
             seconds = time.perf_counter() - t0
-            test = import_csv(logs.test_files[0], window=window, **columns)
+            same = train.report.files[0].window_qdd[0] if train.report.files[0].window_rule == "torque" else window
+            test = import_csv(logs.test_files[0], window=same, **columns)  # not chosen by the held-out torques
             fit = least_squares(train.dataset, logs.nominal, friction="viscous+coulomb", friction_velocity=v0)
             truth_train = np.mean(_panda.torque_mse(logs.truth, train.dataset))
             truth_test = np.mean(_panda.torque_mse(logs.truth, test.dataset))
