@@ -77,8 +77,8 @@ in one pipeline (:func:`lnn.ingest.pipeline.process`), file by file:
    spectrum of the signal and its noise. That band misses what is small in
    position and large in acceleration (a closed loop's friction transients:
    on a simulated 7-DOF arm at 1 kHz its windows of 1.1-2.0 s left the true
-   model a held-out torque error of 0.0175 N^2m^2, the torques' 0.26-0.28 s
-   windows 0.0039), and chose windows 4x apart on the DFKI logs, one file
+   model a held-out torque error of 0.0175 N^2m^2, the torques' 0.28 s
+   window 0.0038), and chose windows 3x apart on the DFKI logs, one file
    from the next (least squares on them erred 2x more on the held-out log).
    ``window=`` an int gives the window. The dataset's
    ``derivative_span`` is the widest window's span (s), which

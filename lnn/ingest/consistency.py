@@ -12,15 +12,17 @@ a generic linear model of the motion (:func:`lnn.ingest.regression.rigid_body_fe
 explains the measured torques best is the one whose ``q, qd, qdd`` are most
 consistent with them.
 
-Measured (``benchmarks/bench_import.py``-style sweeps, 2026-12-05): on the
-DFKI double pendulum's eight training logs (500 Hz) this criterion is
-lowest at 161 samples, where least squares with the URDF fitted on them
-errs least leave-one-log-out (141-161) and on the held-out log (161-171);
-the spectral rule's windows (75-309, different in every file) erred 2.1x
-more on the held-out log. On a simulated 7-DOF arm at 1 kHz (Stribeck
-friction, encoder noise) it is lowest at 301 samples, where the true
-model's torque error on the log's held-out part is lowest too (0.0039
-N^2m^2; 0.0175 with the spectral rule's 1091-2049 samples).
+Measured (``benchmarks/bench_windows.py``, 2026-12-05): on the DFKI double
+pendulum's eight training logs (500 Hz) this criterion is lowest at 145
+samples, where least squares with the URDF fitted on them errs least
+leave-one-log-out (141-161) and nearly least on the held-out log (161-181);
+with the spectral rule's windows (97-303, different in every file) it erred
+2x more on the held-out log (0.0276 against 0.0140 N^2m^2). On one log of a
+simulated 7-DOF arm at 1 kHz (Stribeck friction, encoder noise; three seeds)
+it chose 279-387 samples, where the true model's held-out torque error is
+within 3 % of its lowest over fixed windows (0.0038, 0.0027, 0.0024
+N^2m^2); the spectral rule's 1.0-2.4 s windows left it 0.0175, 0.0050,
+0.0069.
 """
 
 from __future__ import annotations
