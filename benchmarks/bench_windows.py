@@ -51,13 +51,9 @@ def dfki(folder: Path) -> None:
 
     import simulations
     from lnn.baseline import least_squares
-    from lnn.logs import import_csv
 
     os.environ["LNN_DFKI_DATA"] = str(folder)
     robot = simulations.URDFRobot.from_urdf(str(_dfki.urdf_path()), missing_links="add")
-    columns = dict(time="time", q=["pos_meas1", "pos_meas2"], tau=["tau_meas1", "tau_meas2"], angular=True)
-    paths = [_dfki.data_folder() / f"{name}.csv" for name in _dfki.TRAIN]
-    test_path = _dfki.data_folder() / f"{_dfki.TEST[0]}.csv"
     print(
         "DFKI double pendulum, read by lnn.logs.import_csv (8 training logs in one call, trajectory_03 alone); "
         "least squares on the URDF's chain, viscous + Coulomb + offset; MSE N^2 m^2"
@@ -66,7 +62,7 @@ def dfki(folder: Path) -> None:
     print("|---|---|---|---|---|---|---|")
     for window in (None, "spectrum", *DFKI_WINDOWS):
         t0 = time.perf_counter()
-        result = import_csv(paths, window=window, **columns)
+        result = _dfki.imported(_dfki.TRAIN, window=window)
         seconds = time.perf_counter() - t0
         train = result.dataset
         lolo = []
@@ -77,10 +73,10 @@ def dfki(folder: Path) -> None:
         fit = least_squares(train, robot, friction="viscous+coulomb")
         windows = sorted({w for f in result.report.files for w in f.window_qdd})
         rule = result.report.files[0].window_rule
-        tests = [("", import_csv(test_path, window=window, **columns))]
+        tests = [("", _dfki.imported(_dfki.TEST, window=window))]
         if window is None:  # the test log with the training logs' window too
             same = result.report.files[0].window_qdd[0]
-            tests.append((f" (test with the training's {same})", import_csv(test_path, window=same, **columns)))
+            tests.append((f" (test with the training's {same})", _dfki.imported(_dfki.TEST, window=same)))
         for note, test in tests:
             mse = _dfki.torque_mse(fit, test.dataset)
             shown = f"{_span(windows)}; test {test.report.files[0].window_qdd[0]}{note}"

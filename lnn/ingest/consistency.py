@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lnn.ingest.regression import normal_sums, residual_sum, rigid_body_features
-from lnn.ingest.windows import DEFAULT_ORDER, _coefficients
+from lnn.ingest.windows import DEFAULT_ORDER, _coefficients, _detrended, _smallest_window
 
 __all__ = ["TorqueWindow", "choose_window_by_torque", "window_at"]
 
@@ -162,7 +162,7 @@ def choose_window_by_torque(q, tau, step, *, order: int = DEFAULT_ORDER, max_win
         (:func:`window_at` converts it to another step). None when no piece
         is longer than ``max_window`` or there are no more rows than features.
     """
-    w_min = order + 3 - order % 2  # the smallest odd window > order + 1
+    w_min = _smallest_window(order)
     pieces = [(np.asarray(a, np.float64), np.asarray(b, np.float64)) for a, b in zip(q, tau)]
     steps = np.broadcast_to(np.asarray(step, np.float64), (len(pieces),))
     if not pieces:
@@ -225,7 +225,7 @@ def choose_window_by_torque(q, tau, step, *, order: int = DEFAULT_ORDER, max_win
 
 def window_at(window: int, step: float, other: float, *, order: int = DEFAULT_ORDER) -> int:
     """The odd window (samples) at step ``other`` spanning what ``window`` samples span at ``step``."""
-    w_min = order + 3 - order % 2  # the smallest odd window > order + 1
+    w_min = _smallest_window(order)
     w = int(round(window * step / other))
     return max(w_min, w if w % 2 else w + 1)
 
@@ -243,18 +243,6 @@ def _odd_grid(low: int, high: int, ratio: float) -> list[int]:
     grid = np.round(np.geomspace(low, high, count)).astype(int)
     grid = np.where(grid % 2, grid, grid + 1).clip(low, high)
     return sorted({int(w) for w in grid})
-
-
-def _detrended(q: np.ndarray) -> tuple:
-    """``q (T, n)`` less its mean and straight line, and the line's slope per sample ``(n,)``.
-
-    The filters are exact for straight lines: taking one out first keeps the
-    large values (angles of many turns) out of the long windows' sums.
-    """
-    T = q.shape[0]
-    x = np.arange(T) - 0.5 * (T - 1)
-    slope = (x @ q) / (x @ x)
-    return q - q.mean(axis=0) - x[:, None] * slope, slope
 
 
 def _at(x: np.ndarray, rows: np.ndarray, w: int, order: int, derivative: int, step: float) -> np.ndarray:

@@ -18,7 +18,7 @@ from lnn.ingest.consistency import choose_window_by_torque, window_at
 from lnn.ingest.lag import estimate_torque_lag
 from lnn.ingest.options import Cleaning
 from lnn.ingest.report import FileReport, Gap, ImportReport
-from lnn.ingest.windows import choose_window
+from lnn.ingest.windows import _detrended, choose_window
 
 __all__ = ["ImportedLogs", "process"]
 
@@ -363,12 +363,7 @@ def _derivatives(grid: dict, h: float, windows: _Windows, *, order: int, velocit
     """``qd, qdd (T, n)`` of one resampled piece by Savitzky–Golay filters, window per coordinate."""
     from scipy.signal import savgol_filter
 
-    # The filters are exact for straight lines, so one is taken out first: with it go the large
-    # values (angles of many turns) that the rounding of long windows' coefficients would amplify.
-    T = grid["q"].shape[0]
-    x = np.arange(T) - 0.5 * (T - 1)
-    slope = (x @ grid["q"]) / (x @ x)
-    q = grid["q"] - grid["q"].mean(axis=0) - x[:, None] * slope
+    q, slope = _detrended(grid["q"])  # the filters are exact for the straight line taken out
     qd, qdd = np.empty_like(q), np.empty_like(q)
     for j in range(q.shape[1]):
         if velocity == "measured":

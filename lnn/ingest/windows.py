@@ -195,6 +195,24 @@ def _coefficients(window: int, order: int, derivative: int) -> np.ndarray:
     return c
 
 
+def _smallest_window(order: int) -> int:
+    """The smallest odd Savitzky–Golay window that fits more than a polynomial of degree ``order`` (``> order + 1``)."""
+    return order + 3 - order % 2
+
+
+def _detrended(q: np.ndarray) -> tuple:
+    """``q (T, n)`` less its mean and straight line, and the line's slope per sample ``(n,)``.
+
+    The filters are exact for straight lines, so one is taken out first: with it go the large values
+    (angles of many turns) that the rounding of long windows' coefficients would amplify. The
+    derivative of the line, ``slope / step``, is added back to ``qd``.
+    """
+    T = q.shape[0]
+    x = np.arange(T) - 0.5 * (T - 1)
+    slope = (x @ q) / (x @ x)
+    return q - q.mean(axis=0) - x[:, None] * slope, slope
+
+
 def _bandwidth(frequencies: np.ndarray, signal_psd: np.ndarray) -> float:
     """The frequency below which ``1 - BAND_FRACTION`` of the signal's variance lies."""
     total = float(signal_psd.sum())
