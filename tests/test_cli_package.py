@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,3 +83,42 @@ def test_public_names_keep_working():
 
     assert lnn.cli.ProgressBar is ProgressBar
     assert callable(lnn.cli.main) and callable(lnn.cli.build_parser)
+
+
+def _help_of(verb: str) -> str:
+    """What ``lnn VERB --help`` prints."""
+    import contextlib
+    import io
+
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text), pytest.raises(SystemExit):
+        lnn.cli.build_parser().parse_args([verb, "--help"])
+    return text.getvalue()
+
+
+def test_building_the_parser_imports_no_tensorflow():
+    """``lnn --help`` and the verbs without TensorFlow (``systems``, ``simulate``, ``import``) build every verb's
+    parser: one help that imported the models imported TensorFlow (seconds, and its C++ start-up log on the
+    terminal) for all of them."""
+    code = (
+        "import contextlib, io, sys\n"
+        "import lnn.cli\n"
+        "for verb in [None] + [name.rsplit('.', 1)[1].rstrip('_') for name in lnn.cli.COMMAND_MODULES]:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "        lnn.cli.build_parser().parse_args(['--help'] if verb is None else [verb, '--help'])\n"
+        "print('tensorflow' in sys.modules, 'keras' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"], out.stderr[-2000:]
+
+
+def test_the_help_names_what_the_library_uses():
+    """The names the parser shows without importing the models are the registry's and ``identify``'s."""
+    from lnn._catalog import BUILT_IN_FORCES, DEFAULT_FRICTION
+    from lnn.identification import DEFAULT_FRICTION as identify_default
+    from lnn.models.forces import force_names
+
+    assert force_names()[: len(BUILT_IN_FORCES)] == BUILT_IN_FORCES
+    assert identify_default == DEFAULT_FRICTION
+    text = " ".join(_help_of("identify").split())
+    assert all(name in text for name in BUILT_IN_FORCES) and DEFAULT_FRICTION in text.replace("+ ", "+")

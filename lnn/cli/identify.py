@@ -19,8 +19,7 @@ from lnn.cli._common import check_output, print_calibration
 
 def register(subparsers) -> None:
     """Add the ``identify`` verb."""
-    from lnn.identification import DEFAULT_FRICTION
-    from lnn.models.forces import force_names
+    from lnn._catalog import BUILT_IN_FORCES, DEFAULT_FRICTION  # not the models': --help imports no TensorFlow
 
     parser = subparsers.add_parser(
         "identify",
@@ -53,7 +52,7 @@ def register(subparsers) -> None:
         "--friction",
         default=DEFAULT_FRICTION,
         metavar="TERMS",
-        help=f"forces joined by '+' (registered: {', '.join(force_names())}) or 'none' "
+        help=f"forces joined by '+' (built in: {', '.join(BUILT_IN_FORCES)}) or 'none' "
         f"(default: {DEFAULT_FRICTION}); the linear ones are fitted by least squares, the others learned",
     )
     parser.add_argument(

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from lnn import _catalog
 from lnn.errors import TimeSplitWarning
 from lnn.identification import _learned, _linear
 from lnn.identification._model import IdentifiedModel
@@ -33,7 +34,7 @@ DEFAULT_TIME = 120.0
 #: 0.0219 (``network``: 0.0230). The refinements (2026-12-04): least squares with them erred 0.0068 on the
 #: simulated Panda's test logs (0.32x; its friction drags 25-30 % more at some angles and breaks away
 #: 1.5x above its Coulomb level), and 0.0259 on the DFKI pendulum, as without them.
-DEFAULT_FRICTION = "viscous+coulomb+stribeck+position_coulomb+joint_network"
+DEFAULT_FRICTION = _catalog.DEFAULT_FRICTION
 #: Without a prior, the structured network trained from scratch is a candidate stage when a function of
 #: one joint's state explains at least this share of what the trigonometric stage leaves on the training
 #: logs (:meth:`ResidualFindings.state_share`): then the basis misses the physics. Measured: the DFKI

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import importlib
 
+from lnn._catalog import BUILT_IN_FORCES
 from lnn.models.forces.base import (
     FORCES,
     FRICTION_VELOCITY,
@@ -55,6 +56,7 @@ from lnn.models.forces.base import (
 )
 
 __all__ = [
+    "BUILT_IN_FORCES",
     "FORCES",
     "FRICTION_VELOCITY",
     "Force",
