@@ -554,3 +554,67 @@ def test_the_residual_findings_read_the_recordings_of_the_most_common_rate():
     assert _one_rate(same_rate) is same_rate  # 0.03 % apart: one rate, nothing left out
     findings = _findings(system, data)
     assert findings is not None and findings.qd_share.max() > 0.5  # the friction left over: a function of qd
+
+
+# -- lnn identify --urdf: which URDF joint each coordinate is ------------------------------------------------
+
+THREE_JOINTS = URDF.replace(
+    "</robot>",
+    '  <link name="tool"><inertial><origin xyz="0 0 -0.05"/><mass value="0.2"/>\n'
+    '    <inertia ixx="0.001" ixy="0" ixz="0" iyy="0.001" iyz="0" izz="0.001"/></inertial></link>\n'
+    '  <joint name="wrist" type="revolute"><parent link="lower"/><child link="tool"/>\n'
+    '    <origin xyz="0 0 -0.4"/><axis xyz="0 1 0"/><limit lower="-3" upper="3" effort="5" velocity="10"/></joint>\n'
+    "</robot>",
+)
+
+
+def _cli_prior(tmp_path, urdf_text, joints, names):
+    """What ``lnn identify DATA --urdf FILE [--joints ...]`` builds before it trains: ``(robot, dataset)``."""
+    import argparse
+
+    from lnn.cli import identify as verb
+
+    pytest.importorskip("pinocchio")
+    path = tmp_path / "robot.urdf"
+    path.write_text(urdf_text.format(m1=1.0, m2=0.5))
+    rng = np.random.default_rng(0)
+    q, qd, qdd, tau = (rng.standard_normal((50, 2)) for _ in range(4))
+    q[:, 1] += 10.0  # tells the columns apart
+    data = lnn.Dataset(
+        t=np.arange(50) * 0.01, q=q, qd=qd, qdd=qdd, tau=tau, trajectory=np.zeros(50, int), joint_names=names
+    )
+    args = argparse.Namespace(urdf=str(path), joints=joints, add_missing_links=False)
+    return verb._prior(args, data), data
+
+
+@pytest.mark.robots
+def test_cli_prior_locks_the_urdf_joints_the_dataset_lacks_and_follows_its_order(tmp_path, capsys):
+    (robot, data), original = _cli_prior(tmp_path, THREE_JOINTS, "elbow,shoulder", None)
+    assert robot.joint_names == ("shoulder", "elbow") and robot.n_dof == 2  # the wrist locked
+    np.testing.assert_array_equal(data.q, original.q[:, ::-1])  # the columns in the URDF's order
+    assert data.joint_names == ("shoulder", "elbow")
+    assert "reordered" in capsys.readouterr().out
+    # the dataset's own names (a ROS bag's) need no flag
+    (robot, data), original = _cli_prior(tmp_path, THREE_JOINTS, None, ("shoulder", "wrist"))
+    assert robot.joint_names == ("shoulder", "wrist")
+    np.testing.assert_array_equal(data.q, original.q)
+
+
+@pytest.mark.robots
+def test_cli_prior_takes_column_names_as_the_urdf_joints_in_order_only_when_as_many(tmp_path, capsys):
+    # lnn import names a CSV's coordinates by their columns: with as many URDF joints, those, in order, said
+    (robot, data), original = _cli_prior(tmp_path, URDF, None, ("pos_meas1", "pos_meas2"))
+    assert robot.joint_names == ("shoulder", "elbow")
+    np.testing.assert_array_equal(data.q, original.q)
+    assert "taken as its 2 joints in order, shoulder, elbow (--joints says otherwise)" in capsys.readouterr().out
+    # with more URDF joints than coordinates the choice is the user's
+    with pytest.raises(
+        ValueError,
+        match=r"the dataset's joint names \(no --joints given\) \['pos_meas1', 'pos_meas2'\].*"
+        r"its joints are \['shoulder', 'elbow', 'wrist'\]: pass --joints",
+    ):
+        _cli_prior(tmp_path, THREE_JOINTS, None, ("pos_meas1", "pos_meas2"))
+    with pytest.raises(ValueError, match=r"--joints names \['hip'\].*pass --joints"):
+        _cli_prior(tmp_path, URDF, "shoulder,hip", None)
+    with pytest.raises(ValueError, match="--joints must name the dataset's 2 coordinates once each; got 'elbow'"):
+        _cli_prior(tmp_path, URDF, "elbow", None)

@@ -135,8 +135,20 @@ def _prior(args, dataset):
         return full, dataset
     known = list(full.joint_names)
     unknown = [name for name in names if name not in known]
+    if unknown and args.joints is None and len(unknown) == len(names) == len(known):
+        # the dataset's names are not joint names (e.g. CSV columns): as many joints as coordinates, in order
+        print(
+            f"  the dataset's coordinates ({', '.join(names)}) are not joints of {args.urdf}: taken as its "
+            f"{len(known)} joints in order, {', '.join(known)} (--joints says otherwise)",
+            flush=True,
+        )
+        return full, dataset
     if unknown:
-        raise ValueError(f"--joints names {unknown}, which {args.urdf} does not have; its joints are {known}")
+        given = "--joints names" if args.joints is not None else "the dataset's joint names (no --joints given)"
+        raise ValueError(
+            f"{given} {unknown}, which {args.urdf} does not have; its joints are {known}: pass --joints with the "
+            f"URDF joint of each of the dataset's {dataset.n_dof} coordinates, in the dataset's order"
+        )
     locked = tuple(name for name in known if name not in names)
     robot = simulations.URDFRobot.from_urdf(args.urdf, locked_joints=locked, missing_links=missing)
     order = [names.index(name) for name in robot.joint_names]  # the dataset's columns in the URDF's order
