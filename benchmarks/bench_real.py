@@ -2,9 +2,11 @@
 
 The DFKI double pendulum (real hardware, measured motor torques; BSD-3 data
 kept outside the project, path given by ``--data``): train on
-trajectory_00-02, 04, 05, 11-13, test on trajectory_03; a uniform 2 ms grid,
-derivatives by Savitzky-Golay (window 101, order 4) — the issue's protocol,
-``benchmarks/_dfki.py``. Held-out torque MSE (N^2 m^2) per joint and mean:
+trajectory_00-02, 04, 05, 11-13, test on trajectory_03, read as a user reads
+them (``lnn import``'s defaults: the training logs in one call, the test log
+with their derivative window; ``_dfki.imported``), or with ``--protocol``
+under issue 16's protocol (a uniform 2 ms grid, derivatives by Savitzky-Golay
+101/4; ``_dfki.load``). Held-out torque MSE (N^2 m^2) per joint and mean:
 
 - the lab's identified model (``model_2.0_parameters.yml``, the plant of the
   lab's repository) with and without its friction ``b qd + cf atan(100 qd)``;
@@ -23,7 +25,7 @@ reaches states the training part did not).
 
 Usage::
 
-    python benchmarks/bench_real.py --data ../shared/data/dfki_double_pendulum [--time 120] [--panda]
+    python benchmarks/bench_real.py --data ../shared/data/dfki_double_pendulum [--time 120] [--panda] [--protocol]
     python benchmarks/bench_real.py --single-log [--seed 0] [--time 120]   # no DFKI data needed
 """
 
@@ -324,12 +326,19 @@ def main(argv=None) -> None:
         "--single-log", action="store_true", help="only the simulated Panda's one log, its last 30 %% held out"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the simulated Panda's logs")
-    parser.add_argument(
+    reading = parser.add_mutually_exclusive_group()
+    reading.add_argument(
         "--imported",
         action="store_true",
-        help="read the DFKI logs as a user does (lnn.logs.import_csv's defaults) instead of the issue's protocol",
+        help="read the DFKI logs as a user does, lnn.logs.import_csv's defaults (the default)",
+    )
+    reading.add_argument(
+        "--protocol",
+        action="store_true",
+        help="read the DFKI logs under issue 16's protocol instead (2 ms grid, Savitzky-Golay 101/4)",
     )
     args = parser.parse_args(argv)
+    args.imported = not args.protocol
     if args.single_log:
         panda(args.time, seed=args.seed, single=True)
         return
