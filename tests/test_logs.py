@@ -192,6 +192,25 @@ def test_the_window_search_uses_scipys_savitzky_golay_coefficients(window, order
         assert ours @ x.astype(float) ** k == pytest.approx(exact, abs=1e-9 * window**k)
 
 
+
+@pytest.mark.parametrize("order", [3, 4, 5, 6])
+def test_every_order_imports_with_its_own_and_a_given_window(tmp_path, order):
+    """Odd orders' smallest window is ``order + 2``: an even bound had made ``--order 3 --window 101`` crash."""
+    from lnn.ingest.windows import choose_window
+
+    t = np.arange(0, 4000) * 1e-3
+    q = np.column_stack([np.sin(2.0 * t), 0.5 * np.cos(3.0 * t)])
+    write_log(tmp_path / "log.csv", t, q, torque(t))
+    columns = dict(time="time", q=["q1", "q2"], tau=["tau1", "tau2"], order=order)
+    for window in (None, 101):
+        data = import_csv(tmp_path / "log.csv", window=window, **columns).dataset
+        np.testing.assert_allclose(data.qdd[:, 0], -4.0 * data.q[:, 0], atol=0.1)  # q1 = sin 2t, within 2.5 %
+        np.testing.assert_allclose(data.qdd[:, 1], -9.0 * data.q[:, 1], atol=0.1)  # q2 = cos(3t) / 2
+    smallest = order + 2 if order % 2 else order + 3
+    choice = choose_window([q[:, 0]], 1e-3, derivative=2, order=order, max_window=smallest)
+    assert choice.window == smallest and np.all(choice.candidates % 2 == 1)
+
+
 def test_angular_columns_are_unwrapped_and_times_can_be_scaled(tmp_path):
     t = np.arange(0, 3000) * 1.0  # milliseconds
     angle = 2.0 * np.pi * 0.5 * t * 1e-3  # a joint turning at 0.5 rev/s, logged wrapped

@@ -135,7 +135,7 @@ def choose_window_by_torque(q, tau, step, *, order: int = DEFAULT_ORDER, max_win
     logs of different motions do not. Pieces sampled at different steps
     share the window's span in seconds.
 
-    The search runs over odd windows from ``order + 3`` to ``max_window``,
+    The search runs over odd windows from the smallest (more than ``order + 1``) to ``max_window``,
     20 % apart, then 4 % apart between the best one's neighbours. The
     regression has the same ``p`` columns for every window, so its in-sample
     residual compares them fairly; :attr:`TorqueWindow.informative` says

@@ -18,7 +18,7 @@ from lnn.ingest.consistency import choose_window_by_torque, window_at
 from lnn.ingest.lag import estimate_torque_lag
 from lnn.ingest.options import Cleaning
 from lnn.ingest.report import FileReport, Gap, ImportReport
-from lnn.ingest.windows import _detrended, choose_window
+from lnn.ingest.windows import _detrended, _smallest_window, choose_window
 
 __all__ = ["ImportedLogs", "process"]
 
@@ -276,20 +276,20 @@ def _provisional_grids(log: CleanLog, h: float, cleaning: Cleaning) -> list[dict
     order = cleaning.order
     provisional = cleaning.max_gap if cleaning.max_gap is not None else PROVISIONAL_GAP_STEPS * h
     grids = [_resample(log.t, log, rows, h) for rows in _pieces(log.t, provisional)]
-    usable = [g for g in grids if g["t"].shape[0] >= order + 3]
+    usable = [g for g in grids if g["t"].shape[0] >= _smallest_window(order)]
     if not usable:
         longest = max(g["t"].shape[0] for g in grids)
         raise ValueError(
             f"{log.path}: the log is too short for a derivative window: its longest piece between "
             f"gaps has {longest} samples at step {h:.4g} s, and a Savitzky-Golay filter of order "
-            f"{order} needs at least {order + 3}"
+            f"{order} needs at least {_smallest_window(order)}"
         )
     return usable
 
 
 def _noise(pieces, h: float, order: int) -> float:
     """The white-noise standard deviation of one coordinate's positions (the spectral estimate's)."""
-    return choose_window(pieces, h, derivative=2, order=order, max_window=order + 3).noise
+    return choose_window(pieces, h, derivative=2, order=order, max_window=_smallest_window(order)).noise
 
 
 def _spectral_windows(usable: list[dict], h: float, cleaning: Cleaning, *, n: int) -> _Windows:

@@ -125,14 +125,15 @@ def choose_window(
     Raises
     ------
     ValueError
-        If no piece has at least ``order + 3`` samples (the smallest window).
+        If no piece has the smallest odd window's samples (``order + 2`` or
+        ``order + 3``, more than ``order + 1``).
     """
     pieces = [np.asarray(p, dtype=np.float64).reshape(-1) for p in pieces]
     if derivative not in (0, 1, 2) or order <= derivative:
         raise ValueError(
             f"derivative must be 0, 1 or 2 and order > derivative; got derivative={derivative!r}, order={order!r}"
         )
-    w_min = order + 2 + (order % 2 == 1)  # the smallest odd window > order + 1
+    w_min = _smallest_window(order)
     longest = max((p.shape[0] for p in pieces), default=0)
     if longest < w_min:
         raise ValueError(
