@@ -192,7 +192,6 @@ def test_the_window_search_uses_scipys_savitzky_golay_coefficients(window, order
         assert ours @ x.astype(float) ** k == pytest.approx(exact, abs=1e-9 * window**k)
 
 
-
 @pytest.mark.parametrize("order", [3, 4, 5, 6])
 def test_every_order_imports_with_its_own_and_a_given_window(tmp_path, order):
     """Odd orders' smallest window is ``order + 2``: an even bound had made ``--order 3 --window 101`` crash."""
