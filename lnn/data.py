@@ -1406,9 +1406,11 @@ def estimate_derivatives(
     q : array_like, shape ``(T, n)`` or ``(B, T, n)``
         Positions; time is the second-to-last axis.
     method : {"savgol", "spline"}
-        ``"savgol"``: Savitzky–Golay filter (:func:`scipy.signal.savgol_filter`,
-        local least-squares polynomials of degree ``order`` over ``window``
-        samples; polynomial fits at the edges). ``"spline"``: a cubic
+        ``"savgol"``: Savitzky–Golay filter (local least-squares
+        polynomials of degree ``order`` over ``window`` samples; polynomial
+        fits at the edges: :func:`scipy.signal.savgol_filter`'s ``"interp"``
+        mode, computed by :func:`lnn.ingest.savgol`, exact for the long
+        windows where scipy's coefficients lose their digits). ``"spline"``: a cubic
         spline, smoothed (:func:`scipy.interpolate.make_smoothing_spline`,
         ``smoothing`` its ``lam``, chosen per coordinate by generalised
         cross-validation when ``None``) or interpolating
@@ -1433,7 +1435,7 @@ def estimate_derivatives(
         For a bad method, shapes, non-uniform times with ``"savgol"``, or
         options that do not apply to the method.
     """
-    from scipy import interpolate, signal
+    from scipy import interpolate
 
     t = _float_array(t, "t")
     q = _float_array(q, "q")
@@ -1458,8 +1460,11 @@ def estimate_derivatives(
         step = _uniform_step(t)
         if math.isnan(step):
             raise ValueError("method='savgol' needs uniformly sampled t; use method='spline'")
-        qd = signal.savgol_filter(q, window, order, deriv=1, delta=step, axis=-2, mode="interp")
-        qdd = signal.savgol_filter(q, window, order, deriv=2, delta=step, axis=-2, mode="interp")
+        from lnn.ingest.windows import savgol
+
+        columns = np.moveaxis(q, -2, 0).reshape(T, -1)  # (T, B n)
+        shape = np.moveaxis(q, -2, 0).shape
+        qd, qdd = (np.moveaxis(savgol(columns, window, order, k, step).reshape(shape), 0, -2) for k in (1, 2))
         return Derivatives(qd=qd, qdd=qdd)
     if method == "spline":
         if window is not None or order is not None:

@@ -18,7 +18,7 @@ from lnn.ingest.consistency import choose_window_by_torque, window_at
 from lnn.ingest.lag import estimate_torque_lag
 from lnn.ingest.options import Cleaning
 from lnn.ingest.report import FileReport, Gap, ImportReport
-from lnn.ingest.windows import _detrended, _smallest_window, choose_window
+from lnn.ingest.windows import _detrended, _smallest_window, choose_window, savgol
 
 __all__ = ["ImportedLogs", "process"]
 
@@ -361,28 +361,24 @@ def _shifted_torque(t: np.ndarray, log: CleanLog, rows: np.ndarray, grid: np.nda
 
 def _derivatives(grid: dict, h: float, windows: _Windows, *, order: int, velocity: str):
     """``qd, qdd (T, n)`` of one resampled piece by Savitzky–Golay filters, window per coordinate."""
-    from scipy.signal import savgol_filter
-
     q, slope = _detrended(grid["q"])  # the filters are exact for the straight line taken out
     qd, qdd = np.empty_like(q), np.empty_like(q)
     for j in range(q.shape[1]):
         if velocity == "measured":
-            qd[:, j] = savgol_filter(grid["qd"][:, j], windows.qd[j], order, deriv=0, mode="interp")
+            qd[:, j] = savgol(grid["qd"][:, j], windows.qd[j], order)
         else:
-            qd[:, j] = savgol_filter(q[:, j], windows.qd[j], order, deriv=1, delta=h, mode="interp") + slope[j] / h
-        qdd[:, j] = savgol_filter(q[:, j], windows.qdd[j], order, deriv=2, delta=h, mode="interp")
+            qd[:, j] = savgol(q[:, j], windows.qd[j], order, 1, h) + slope[j] / h
+        qdd[:, j] = savgol(q[:, j], windows.qdd[j], order, 2, h)
     return qd, qdd
 
 
 def _velocity_check(grid: dict, h: float, w_qd, *, order: int):
     """Lag (s) and relative RMS mismatch of the measured velocities against ``d q / dt``, per coordinate."""
-    from scipy.signal import savgol_filter
-
     lags, mismatches = [], []
     for j in range(grid["q"].shape[1]):
         w = w_qd[j]
-        derived = savgol_filter(grid["q"][:, j], w, order, deriv=1, delta=h, mode="interp")
-        measured = savgol_filter(grid["qd"][:, j], w, order, deriv=0, mode="interp")
+        derived = savgol(grid["q"][:, j], w, order, 1, h)
+        measured = savgol(grid["qd"][:, j], w, order)
         m = w // 2 + 10
         if derived.shape[0] <= 2 * m + 1:
             lags.append(math.nan)
