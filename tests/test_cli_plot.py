@@ -116,6 +116,25 @@ def test_plot_every_kind_from_the_files(kind, files, capsys):
 
 
 @pytest.mark.slow
+def test_a_model_without_a_known_system_is_drawn_alone_over_its_training_range(files, capsys):
+    from lnn.cli.plot import _training_range
+
+    for kind in ("mass-matrix", "potential"):
+        output = files / f"alone-{kind}.png"
+        assert main(["plot", kind, str(files / "model.keras"), "-o", str(output)]) == 0  # no --system, no .npz
+        check_png(output)
+    model = lnn.load_model(files / "model.keras")
+    low, high = _training_range(model)
+    box = model.training_box()
+    if np.isfinite(box.q_low).all() and np.isfinite(box.q_high).all():
+        np.testing.assert_array_equal(low, box.q_low)
+        np.testing.assert_array_equal(high, box.q_high)
+    else:  # an angle that turned fully: the plots' default range
+        assert low is None and high is None
+    assert _training_range(object()) == (None, None)
+
+
+@pytest.mark.slow
 def test_plot_animate_writes_a_gif_with_one_frame_per_sample(files):
     output = files / "pendulum.gif"
     assert (

@@ -337,6 +337,25 @@ def test_potential_of_a_pendulum_is_the_closed_form():
     assert result.learned is None
 
 
+def test_a_learned_model_is_drawn_alone_when_there_is_no_truth(pendulum_pair):
+    """A robot learned from logs has no true system: its M and V are drawn alone, labelled learned."""
+    system, learned_system, _, _ = pendulum_pair
+    values = np.linspace(-1, 1, 9)
+    alone = plot.mass_matrix(None, learned_system, coordinate=1, values=values)
+    assert set(alone.images) == {"learned"} and alone.true is None
+    np.testing.assert_allclose(alone.learned, learned_system.mass_matrix(alone.q))
+    assert "learned" in alone.axes["learned"].get_title(loc="left")
+    for coordinates in ((0,), (0, 1)):
+        drawn = plot.potential(None, learned_system, coordinates=coordinates, resolution=11)
+        assert drawn.true is None and set(drawn.artists) == {"learned"}
+        both = plot.potential(system, learned_system, coordinates=coordinates, resolution=11)
+        np.testing.assert_allclose(drawn.learned, both.learned)
+    with pytest.raises(ValueError, match="give the true system, the learned model or both; got neither"):
+        plot.mass_matrix(None)
+    with pytest.raises(ValueError, match="got neither"):
+        plot.potential(None, None)
+
+
 # --------------------------------------------------------------------------- errors drawn
 def test_rollout_error_uses_the_metrics_definition(pair):
     true, learned = pair

@@ -40,7 +40,8 @@ def register(subparsers) -> None:
         description=(
             "KIND and its INPUTs: trajectory / phase / paper: ROLLOUT.npz (or TRUE.npz "
             "[LEARNED.npz]); energy / error: ROLLOUT.npz... (one curve per file); "
-            "mass-matrix / potential: MODEL.keras; torques: MODEL.keras ROLLOUT.npz; "
+            "mass-matrix / potential: MODEL.keras (against the true system, or alone over its training range "
+            "when none is known); torques: MODEL.keras ROLLOUT.npz; "
             "history: LOG.csv; animate: ROLLOUT.npz (or TRAJECTORY.npz), output .gif/.mp4; "
             "residuals: MODEL.keras DATA.npz (the torque the model leaves on a dataset with torques); "
             "calibration: ENSEMBLE.keras DATA.npz (the share of held-out truths inside each nominal interval). "
@@ -162,6 +163,17 @@ def _system(args, inputs: _Inputs, *, required: bool):
     return None
 
 
+def _training_range(model):
+    """The model's training range of ``q`` ``(low, high)``, each ``(n,)``, or ``(None, None)`` where a
+    coordinate has none (an angle that turned fully, a model never adapted): the plot's default range then."""
+    import numpy as np
+
+    box = model.training_box() if hasattr(model, "training_box") else None
+    if box is None or not (np.isfinite(box.q_low).all() and np.isfinite(box.q_high).all()):
+        return None, None
+    return box.q_low, box.q_high
+
+
 def _pair(args, inputs: _Inputs):
     """True and learned trajectories from one rollout pair or one/two trajectory files."""
     if inputs.pairs:
@@ -232,12 +244,21 @@ def _draw(args, inputs: _Inputs):
         if len(inputs.datasets) != 1:
             raise ValueError(f"plot calibration needs exactly one held-out dataset .npz, got {args.inputs}")
         return plot.calibration(_model(args, inputs), inputs.datasets[0][1], coordinates=coordinates)
+    if args.kind in ("mass-matrix", "potential"):
+        import numpy as np
+
+        model = _model(args, inputs)
+        system = _system(args, inputs, required=False)  # none: the model alone, over its training states
+        low, high = _training_range(model) if system is None else (None, None)
+        if args.kind == "mass-matrix":
+            coordinate = (coordinates or [0])[0]
+            values = None if low is None else np.linspace(low[coordinate], high[coordinate], 61)
+            return plot.mass_matrix(system, model, coordinate=coordinate, values=values)
+        chosen = coordinates or list(range(min(2, model.n_dof)))
+        bounds = None if low is None else [(low[i], high[i]) for i in chosen]
+        return plot.potential(system, model, coordinates=chosen, bounds=bounds)
     system = _system(args, inputs, required=True)
     model = _model(args, inputs)
-    if args.kind == "mass-matrix":
-        return plot.mass_matrix(system, model, coordinate=(coordinates or [0])[0])
-    if args.kind == "potential":
-        return plot.potential(system, model, coordinates=coordinates or list(range(min(2, system.n_dof))))
     true, _ = _pair(args, inputs)
     return plot.torques(system, true, model, index=args.index)
 

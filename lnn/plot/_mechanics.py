@@ -40,20 +40,21 @@ class MassMatrixPlot:
     ----------
     figure : matplotlib.figure.Figure or SubFigure
     axes : dict of str to matplotlib.axes.Axes
-        ``"true"``, and ``"learned"`` and ``"error"`` when a learned model was given.
+        ``"true"`` and ``"learned"`` for the systems given, and ``"error"``
+        when both were.
     images : dict of str to matplotlib.image.AxesImage
         The heat maps, same keys.
     q : ndarray, shape ``(K, n)``
         The configurations of the slice.
     true, learned : ndarray, shape ``(K, n, n)``
-        The mass matrices (``learned`` is ``None`` without a model).
+        The mass matrices (``None`` for a system not given).
     """
 
     figure: Any
     axes: dict
     images: dict
     q: np.ndarray
-    true: np.ndarray
+    true: np.ndarray | None
     learned: np.ndarray | None
 
 
@@ -67,18 +68,19 @@ class PotentialPlot:
     axes : list of matplotlib.axes.Axes
         One axes (1 coordinate) or one per system (2 coordinates).
     artists : dict of str to matplotlib.artist.Artist
-        ``"true"`` and ``"learned"``: a line or a filled contour set.
+        ``"true"`` and ``"learned"`` for the systems given: a line or a
+        filled contour set.
     grid : tuple of ndarray
         The grid values of each varied coordinate, ``(R,)`` each.
     true, learned : ndarray, shape ``(R,)`` or ``(R, R)``
-        ``V - min V`` on the grid (``learned`` is ``None`` without a model).
+        ``V - min V`` on the grid (``None`` for a system not given).
     """
 
     figure: Any
     axes: list
     artists: dict
     grid: tuple
-    true: np.ndarray
+    true: np.ndarray | None
     learned: np.ndarray | None
 
 
@@ -193,6 +195,17 @@ def _n_dof(system, name: str) -> int:
     return int(n)
 
 
+def _systems(true, learned) -> tuple[int, object]:
+    """``n`` and the system whose coordinates (angles or not) the axes follow: ``true``, else ``learned``."""
+    if true is None and learned is None:
+        raise ValueError("give the true system, the learned model or both; got neither")
+    reference = true if true is not None else learned
+    n = _n_dof(reference, "true" if true is not None else "learned")
+    if true is not None and learned is not None and _n_dof(learned, "learned") != n:
+        raise ValueError(f"learned.n_dof must equal true.n_dof={n}, got {learned.n_dof}")
+    return n, reference
+
+
 def _slice(system, coordinate, values, q_ref, n: int):
     angular = _checks.angular_flags(None, n, system)
     (index,) = _checks.coordinates(coordinate, n)
@@ -240,8 +253,9 @@ def mass_matrix(true, learned=None, *, coordinate: int = 0, values=None, q_ref=N
 
     Parameters
     ----------
-    true : lnn.MechanicalSystem
-        The true system (``n_dof``, ``mass_matrix``).
+    true : lnn.MechanicalSystem or None
+        The true system (``n_dof``, ``mass_matrix``); None draws
+        ``learned`` alone (a robot learned from logs has no truth).
     learned : lnn.MechanicalSystem, optional
         The learned model (same ``n_dof``).
     coordinate : int, keyword-only
@@ -257,20 +271,17 @@ def mass_matrix(true, learned=None, *, coordinate: int = 0, values=None, q_ref=N
     -------
     MassMatrixPlot
         Figure, axes and images by name, the configurations ``(K, n)`` and the
-        matrices ``(K, n, n)``.
+        matrices ``(K, n, n)`` (None for a system not given).
     """
-    n = _n_dof(true, "true")
-    if learned is not None and _n_dof(learned, "learned") != n:
-        raise ValueError(f"learned.n_dof must equal true.n_dof={n}, got {learned.n_dof}")
-    index, values, q, angular = _slice(true, coordinate, values, q_ref, n)
+    n, reference = _systems(true, learned)
+    index, values, q, angular = _slice(reference, coordinate, values, q_ref, n)
     rows, cols = np.triu_indices(n)
-    m_true = _mass_matrices(true, q, "true")
+    m_true = None if true is None else _mass_matrices(true, q, "true")
     m_learned = None if learned is None else _mass_matrices(learned, q, "learned")
-    panels = {"true": m_true[:, rows, cols].T}
-    if m_learned is not None:
-        panels["learned"] = m_learned[:, rows, cols].T
+    panels = {name: m[:, rows, cols].T for name, m in (("true", m_true), ("learned", m_learned)) if m is not None}
+    if len(panels) == 2:
         panels["error"] = panels["learned"] - panels["true"]
-    shared = np.concatenate([panels["true"]] + ([panels["learned"]] if m_learned is not None else []))
+    shared = np.concatenate([panels[name] for name in ("true", "learned") if name in panels])
     vmin, vmax = float(shared.min()), float(shared.max())
     if vmin == vmax:
         vmin, vmax = vmin - 1.0, vmax + 1.0
@@ -322,8 +333,9 @@ def potential(
 
     Parameters
     ----------
-    true : lnn.MechanicalSystem
-        The true system (``n_dof``, ``potential_energy(q)``).
+    true : lnn.MechanicalSystem or None
+        The true system (``n_dof``, ``potential_energy(q)``); None draws
+        ``learned`` alone.
     learned : lnn.MechanicalSystem, optional
         The learned model (``potential_energy(q)``).
     coordinates : int or sequence of one or two int, keyword-only
@@ -342,15 +354,13 @@ def potential(
     PotentialPlot
         Figure, axes, artists, the grid and ``V - min V`` of each system.
     """
-    n = _n_dof(true, "true")
-    if learned is not None and _n_dof(learned, "learned") != n:
-        raise ValueError(f"learned.n_dof must equal true.n_dof={n}, got {learned.n_dof}")
+    n, reference = _systems(true, learned)
     chosen = _checks.coordinates(coordinates, n)
     if len(chosen) > 2:
         raise ValueError(f"coordinates must name one or two coordinates, got {coordinates!r}")
     if not isinstance(resolution, (int, np.integer)) or resolution < 3:
         raise ValueError(f"resolution must be an integer >= 3, got {resolution!r}")
-    angular = _checks.angular_flags(None, n, true)
+    angular = _checks.angular_flags(None, n, reference)
     units = coordinate_units(angular, n)
     if bounds is None:
         bounds = [(-np.pi, np.pi) if units[i] == "rad" else (-1.0, 1.0) for i in chosen]
@@ -367,24 +377,26 @@ def potential(
     q = np.broadcast_to(q_ref, mesh[0].shape + (n,)).copy()
     for i, values in zip(chosen, mesh):
         q[..., i] = values
-    v_true = _potential(true, q, "true")
+    v_true = None if true is None else _potential(true, q, "true")
     v_learned = None if learned is None else _potential(learned, q, "learned")
+    shown = {name: v for name, v in (("true", v_true), ("learned", v_learned)) if v is not None}
     artists = {}
     with style():
         if len(chosen) == 1:
             fig = fig if fig is not None else new_figure(COLUMN_WIDTH, 2.1)
             ax = fig.add_subplot()
-            (artists["true"],) = ax.plot(grid[0], v_true, color=TRUE_COLOR, label="true")
+            if v_true is not None:
+                (artists["true"],) = ax.plot(grid[0], v_true, color=TRUE_COLOR, label="true")
             if v_learned is not None:
                 (artists["learned"],) = ax.plot(
                     grid[0], v_learned, color=LEARNED_COLOR, linestyle="--", label="learned"
                 )
+            if len(shown) == 2:
                 ax.legend(loc="best")
             ax.set_xlabel(f"$q_{{{chosen[0] + 1}}}$ [{units[chosen[0]]}]")
             ax.set_ylabel(r"$V - \min V$ [J]")
             axes = [ax]
         else:
-            shown = {"true": v_true} if v_learned is None else {"true": v_true, "learned": v_learned}
             fig = fig if fig is not None else new_figure(COLUMN_WIDTH, 1.8)
             axes = list(fig.subplots(1, len(shown), sharey=True, squeeze=False)[0])
             top = max(float(np.max(v)) for v in shown.values()) or 1.0
@@ -397,7 +409,7 @@ def potential(
                 ax.set_xlabel(f"$q_{{{chosen[0] + 1}}}$ [{units[chosen[0]]}]")
                 ax.grid(False)
             axes[0].set_ylabel(f"$q_{{{chosen[1] + 1}}}$ [{units[chosen[1]]}]")
-            bar = fig.colorbar(artists["true"], ax=axes, pad=0.02, aspect=15)
+            bar = fig.colorbar(next(iter(artists.values())), ax=axes, pad=0.02, aspect=15)
             bar.set_label(r"$V - \min V$ [J]")
     return PotentialPlot(fig, axes, artists, grid, v_true, v_learned)
 
