@@ -421,8 +421,16 @@ class Dataset:
             )
         return result
 
-    def as_trajectory(self) -> Trajectory:
+    def as_trajectory(self, *, truncate: bool = False) -> Trajectory:
         """All trajectories as one batch ``(B, T, n)`` on their common time grid.
+
+        Parameters
+        ----------
+        truncate : bool, keyword-only
+            Recordings of one rate but different lengths and start times
+            (logs): all cut to the shortest one's ``T`` samples, on the
+            first one's grid from its start (steps within
+            :data:`TRUNCATE_STEP_TOLERANCE`, 1 %, of each other).
 
         Returns
         -------
@@ -432,11 +440,14 @@ class Dataset:
         Raises
         ------
         ValueError
-            If the trajectories do not share one time grid.
+            If the trajectories do not share one time grid (with
+            ``truncate``: one step).
         """
         parts = self.trajectories()
         if not parts:
             raise ValueError("the dataset is empty: it has no trajectory")
+        if truncate:
+            return _truncated_batch(parts, self.system, self.trajectory_ids)
         t = parts[0].t
         for part in parts[1:]:
             if part.t.shape != t.shape or not np.array_equal(part.t, t):
@@ -1493,6 +1504,29 @@ def _float_array(value, name: str) -> np.ndarray:
         return np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{name} must be an array of real numbers; got {type(value).__name__}") from exc
+
+
+#: Recordings whose steps agree within this fraction share a grid in ``as_trajectory(truncate=True)`` (files
+#: a logger wrote at one rate and an import put on grids 0.03 % apart; :data:`lnn.residuals.STEP_TOLERANCE`).
+TRUNCATE_STEP_TOLERANCE = 0.01
+
+
+def _truncated_batch(parts: list, system, ids) -> Trajectory:
+    """Recordings of one step cut to the shortest one's samples, on the first one's grid from its start."""
+    steps = [float(p.t[-1] - p.t[0]) / (p.t.shape[0] - 1) if p.t.shape[0] > 1 else math.nan for p in parts]
+    if not all(abs(h - steps[0]) <= TRUNCATE_STEP_TOLERANCE * steps[0] for h in steps):
+        listed = ", ".join(f"{p.metadata['trajectory_id']}: {h:.6g} s" for p, h in zip(parts, steps))
+        raise ValueError(
+            f"the trajectories' steps differ by more than {TRUNCATE_STEP_TOLERANCE:.0%} ({listed}): pick "
+            f"recordings of one rate (subset) or use trajectories() instead"
+        )
+    length = min(p.t.shape[0] for p in parts)
+    stack = {
+        name: np.concatenate([getattr(p, name)[:, :length] for p in parts])
+        for name in ("q", "qd", "qdd", "tau", "energy")
+    }
+    t = parts[0].t[:length] - parts[0].t[0]
+    return Trajectory(t=t, **stack, metadata={"system": system, "trajectory_ids": np.asarray(ids).tolist()})
 
 
 def _groups(ids: np.ndarray) -> list[tuple[int, np.ndarray]]:

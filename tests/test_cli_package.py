@@ -122,3 +122,17 @@ def test_the_help_names_what_the_library_uses():
     assert identify_default == DEFAULT_FRICTION
     text = " ".join(_help_of("identify").split())
     assert all(name in text for name in BUILT_IN_FORCES) and DEFAULT_FRICTION in text.replace("+ ", "+")
+
+
+def test_the_librarys_warnings_reach_the_terminal_as_one_line(monkeypatch, capsys):
+    import warnings
+
+    import lnn.cli.systems
+
+    def run(args):
+        warnings.warn("the model left its training states", lnn.NoveltyWarning, stacklevel=2)
+        return 0
+
+    monkeypatch.setattr(lnn.cli.systems, "run", run)
+    assert lnn.cli.main(["systems"]) == 0
+    assert capsys.readouterr().err == "lnn systems: NoveltyWarning: the model left its training states\n"

@@ -135,6 +135,25 @@ def test_a_model_without_a_known_system_is_drawn_alone_over_its_training_range(f
 
 
 @pytest.mark.slow
+def test_rollout_replays_a_datasets_recordings_with_their_torques(files, capsys):
+    """A robot learned from logs has no true system to roll out: its logs are the truth, driven by their torques."""
+    output = files / "replay.npz"
+    assert main(["rollout", str(files / "model.keras"), "--data", str(files / "dataset.npz"), "-o", str(output)]) == 0
+    assert "2 recordings x 7 samples of" in capsys.readouterr().out
+    pair = RolloutPair.load(output)
+    data = lnn.Dataset.load(files / "dataset.npz")
+    np.testing.assert_array_equal(pair.true.q, data.as_trajectory().q)
+    np.testing.assert_allclose(pair.learned.q[:, 0], data.as_trajectory().q[:, 0])
+    expected = lnn.rollout(lnn.load_model(files / "model.keras"), pair.true.q[:, 0], pair.true.qd[:, 0], pair.true.t)
+    np.testing.assert_allclose(pair.learned.q, expected.q, rtol=1e-5, atol=1e-6)  # unforced data: tau = 0
+    assert pair.metadata["system"] is None and pair.metadata["data"].endswith("dataset.npz")
+    assert main(["plot", "trajectory", str(output), "-o", str(files / "replay.png")]) == 0
+    for extra in ([], ["--system", "double-pendulum", "--data", str(files / "dataset.npz")]):
+        assert main(["rollout", str(files / "model.keras"), *extra, "-o", str(files / "bad.npz")]) == 2
+        assert "give --system NAME (roll out the true system) or --data DATA.npz" in capsys.readouterr().err
+
+
+@pytest.mark.slow
 def test_plot_animate_writes_a_gif_with_one_frame_per_sample(files):
     output = files / "pendulum.gif"
     assert (

@@ -379,6 +379,29 @@ def test_trajectory_views_round_trip(small):
     assert [p.t.shape[0] for p in mixed.trajectories()] == [21, 10]
 
 
+def test_logs_of_one_rate_batch_cut_to_the_shortest_from_their_starts():
+    """Recordings of different lengths and start times, on grids 0.03 % apart (an import's files)."""
+    rng = np.random.default_rng(0)
+    lengths, starts, steps = (30, 24, 27), (0.144, 3.0, 0.5), (0.002, 0.0020006, 0.0019994)
+    t = np.concatenate([s + h * np.arange(k) for k, s, h in zip(lengths, starts, steps)])
+    ids = np.repeat(np.arange(3), lengths)
+    q, qd, qdd, tau = (rng.standard_normal((t.size, 2)) for _ in range(4))
+    logs = Dataset(t=t, q=q, qd=qd, qdd=qdd, tau=tau, trajectory=ids)
+    with pytest.raises(ValueError, match="different time grids"):
+        logs.as_trajectory()
+    batch = logs.as_trajectory(truncate=True)
+    assert batch.q.shape == (3, 24, 2) and batch.metadata["trajectory_ids"] == [0, 1, 2]
+    np.testing.assert_allclose(batch.t, 0.002 * np.arange(24), atol=1e-12)  # the first one's grid, from 0
+    for k, rows in enumerate(np.split(np.arange(t.size), np.cumsum(lengths)[:-1])):
+        np.testing.assert_array_equal(batch.tau[k], tau[rows[:24]])
+        np.testing.assert_array_equal(batch.q[k], q[rows[:24]])
+    other = Dataset(
+        t=np.r_[t[:30], 0.003 * np.arange(24)], q=q[:54], qd=qd[:54], qdd=qdd[:54], tau=tau[:54], trajectory=ids[:54]
+    )
+    with pytest.raises(ValueError, match=r"steps differ by more than 1% \(0: 0.002 s, 1: 0.003 s\)"):
+        other.as_trajectory(truncate=True)
+
+
 # ---------------------------------------------------------------- excitation
 
 

@@ -12,8 +12,10 @@ only code of ``lnn`` that talks to the terminal.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import sys
+import warnings
 
 from lnn._version import __version__
 from lnn.cli._common import ProgressBar, import_tensorflow_quietly
@@ -56,6 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(command: str, message, category, filename, lineno, file=None, line=None) -> None:
+    """The library's warnings as one line each, ``lnn VERB: Category: message`` (not Python's file, line and source)."""
+    print(f"lnn {command}: {category.__name__}: {message}", file=sys.stderr if file is None else file, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``lnn`` console script.
 
@@ -79,7 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command not in _WITHOUT_TENSORFLOW:
         import_tensorflow_quietly()
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = functools.partial(_show_warning, args.command)
+            return int(args.func(args) or 0)
     except (ValueError, TypeError, FileNotFoundError, FileExistsError, KeyError, RuntimeError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"lnn {args.command}: error: {message}", file=sys.stderr)

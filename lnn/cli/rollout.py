@@ -23,10 +23,19 @@ def register(subparsers) -> None:
         "rollout",
         help="roll out a learned model and the true system from the same initial states",
         description="Integrate a learned model (.keras) and the true system from the same random "
-        "initial states and write both trajectories to one .npz file for `lnn plot`.",
+        "initial states (or replay a dataset's recordings with their torques: --data) and write both "
+        "trajectories to one .npz file for `lnn plot`.",
     )
     parser.add_argument("model", metavar="MODEL", help="learned model file (.keras)")
-    add_system_arguments(parser, required=True)
+    add_system_arguments(parser, required=False)
+    parser.add_argument(
+        "--data",
+        default=None,
+        metavar="DATA",
+        help="instead of --system: replay the recordings of a dataset (.npz, e.g. from lnn import): the model "
+        "from each one's first state, driven by its measured torques, against what was measured (the first N "
+        "recordings of the first one's rate, cut to the shortest and to --duration; their own time grid)",
+    )
     parser.add_argument("--trajectories", type=int, default=8, metavar="N", help="number of initial states (default 8)")
     parser.add_argument(
         "--duration", type=float, default=5.0, metavar="S", help="simulated time in seconds (default 5)"
@@ -70,6 +79,10 @@ def run(args) -> int:
 
     output = check_output(Path(args.output), force=args.force, suffixes=(".npz",))
     _check_grid(args)
+    if (args.system is None) == (args.data is None):
+        raise ValueError("give --system NAME (roll out the true system) or --data DATA.npz (replay its recordings)")
+    if args.data is not None:
+        return _replay(args, output)
     system = make_system(args.system, args.param)
     model = lnn.load_model(args.model)
     if model.n_dof != system.n_dof:
@@ -101,5 +114,53 @@ def run(args) -> int:
         f"wrote {output}: {args.trajectories} trajectories x {t.size} samples of {args.system}; "
         f"relative error (geometric mean) {error.geometric_mean:.3g}, median valid "
         f"prediction time {np.median(error.valid_time):.3g} s"
+    )
+    return 0
+
+
+def _replay(args, output: Path) -> int:
+    """The learned model driven by a dataset's measured torques from its recordings' first states."""
+    import lnn
+    from lnn.metrics import rollout_error
+    from lnn.plot import RolloutPair
+
+    data = lnn.Dataset.load(args.data)
+    model = lnn.load_model(args.model)
+    if model.n_dof != data.n_dof:
+        raise ValueError(f"model {args.model!r} has n_dof={model.n_dof}, dataset {args.data!r} has n_dof={data.n_dof}")
+    parts = data.trajectories()
+    steps = [float(np.mean(np.diff(p.t))) if p.t.size > 1 else np.nan for p in parts]
+    same = [p.metadata["trajectory_id"] for p, h in zip(parts, steps) if abs(h - steps[0]) <= 0.01 * steps[0]]
+    ids = same[: args.trajectories]
+    true = data.subset(ids).as_trajectory(truncate=True).until(args.duration)
+    learned = lnn.rollout(
+        model,
+        true.q[:, 0],
+        true.qd[:, 0],
+        true.t,
+        tau=true.tau,
+        method=args.method,
+        progress=ProgressBar("learned model"),
+    )
+    angular = [bool(a) for a in data.angular] if data.angular else None
+    metadata = {
+        "system": None,
+        "data": str(args.data),
+        "trajectory_ids": [int(i) for i in ids],
+        "angular": angular,
+        "model": str(args.model),
+        "method": learned.method,
+        "dt": float(np.mean(np.diff(true.t))),
+        "duration": float(true.t[-1]),
+        "n_trajectories": len(ids),
+    }
+    RolloutPair(true, learned, metadata).save(output, overwrite=args.force)
+    error = rollout_error(learned, true, angular=angular)
+    left = len(parts) - len(ids)
+    print(
+        f"wrote {output}: {len(ids)} recordings x {true.t.size} samples of {args.data} replayed with their torques"
+        + (f" ({left} more not replayed: --trajectories, or another rate)" if left else "")
+        + f"; relative error (geometric mean) {error.geometric_mean:.3g}, median valid prediction time "
+        f"{np.median(error.valid_time):.3g} s"
     )
     return 0
