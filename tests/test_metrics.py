@@ -165,6 +165,24 @@ def test_evaluate_true_system_against_itself_is_exact():
     assert table["rollout_error_geometric_mean"] < 1e-12
 
 
+def test_evaluate_rolls_out_the_recordings_of_the_first_ones_rate_only():
+    """An import puts each file on its own grid: a recording at another rate is not replayed on the first one's."""
+    import simulations
+    from lnn.data import Dataset, generate
+
+    arm = simulations.PlanarArm()
+    parts = [
+        generate(arm, n_trajectories=1, duration=1.0, dt=dt, seed=seed, tau="sinusoids")
+        for dt, seed in ((0.01, 1), (0.015, 2), (0.01, 3))
+    ]
+    columns = {k: np.concatenate([getattr(p, k) for p in parts]) for k in ("t", "q", "qd", "qdd", "tau")}
+    ids = np.concatenate([np.full(len(p), i) for i, p in enumerate(parts)])
+    mixed = Dataset(**columns, trajectory=ids, angular=arm.angular)
+    table = metrics.evaluate(arm, mixed, n_rollouts=3, rtol=1e-10, atol=1e-12)
+    assert table.details["reference"].q.shape[0] == 2  # the 15 ms recording left out
+    assert table["rollout_error_geometric_mean"] < 1e-3  # the truth replays its own (linearly interpolated) torques
+
+
 def test_rollout_error_wraps_angle_differences_across_pi():
     """One trajectory just below +pi, the other just above -pi: the same configuration."""
     from lnn import Trajectory
