@@ -151,6 +151,9 @@ def test_rollout_replays_a_datasets_recordings_with_their_torques(files, capsys)
     for extra in ([], ["--system", "double-pendulum", "--data", str(files / "dataset.npz")]):
         assert main(["rollout", str(files / "model.keras"), *extra, "-o", str(files / "bad.npz")]) == 2
         assert "give --system NAME (roll out the true system) or --data DATA.npz" in capsys.readouterr().err
+    replay = ["rollout", str(files / "model.keras"), "--data", str(files / "dataset.npz"), "-o", str(files / "b.npz")]
+    assert main([*replay, "--dt", "0.1", "--seed", "3"]) == 2
+    assert "--dt and --seed apply to --system: --data replays the recordings on their grid" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -41,9 +41,15 @@ def register(subparsers) -> None:
         "--duration", type=float, default=5.0, metavar="S", help="simulated time in seconds (default 5)"
     )
     parser.add_argument(
-        "--dt", type=float, default=0.01, metavar="DT", help="sampling interval in seconds (default 0.01)"
+        "--dt",
+        type=float,
+        default=None,
+        metavar="DT",
+        help="sampling interval in seconds (default 0.01; with --data the recordings' own)",
     )
-    parser.add_argument("--seed", type=int, default=0, metavar="K", help="seed of the initial states (default 0)")
+    parser.add_argument(
+        "--seed", type=int, default=None, metavar="K", help="seed of the initial states (default 0; not with --data)"
+    )
     parser.add_argument(
         "--method",
         choices=method_names() + (AUTO,),
@@ -58,15 +64,15 @@ def register(subparsers) -> None:
 
 
 def _check_grid(args) -> None:
-    """``--trajectories`` a positive integer, ``--duration`` and ``--dt`` positive, ``dt <= duration``."""
+    """``--trajectories`` a positive integer, ``--duration`` and ``--dt`` (when given) positive, ``dt <= duration``."""
     for name in ("trajectories",):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be a positive integer, got {getattr(args, name)}")
     for name in ("duration", "dt"):
         value = getattr(args, name)
-        if not np.isfinite(value) or value <= 0:
+        if value is not None and (not np.isfinite(value) or value <= 0):
             raise ValueError(f"--{name} must be a positive number of seconds, got {value}")
-    if args.dt > args.duration:
+    if args.dt is not None and args.dt > args.duration:
         raise ValueError(f"--dt ({args.dt} s) must not exceed --duration ({args.duration} s)")
 
 
@@ -82,7 +88,12 @@ def run(args) -> int:
     if (args.system is None) == (args.data is None):
         raise ValueError("give --system NAME (roll out the true system) or --data DATA.npz (replay its recordings)")
     if args.data is not None:
+        given = [f"--{name}" for name in ("dt", "seed") if getattr(args, name) is not None]
+        if given:
+            raise ValueError(f"{' and '.join(given)} apply to --system: --data replays the recordings on their grid")
         return _replay(args, output)
+    args.dt = 0.01 if args.dt is None else args.dt
+    args.seed = 0 if args.seed is None else args.seed
     system = make_system(args.system, args.param)
     model = lnn.load_model(args.model)
     if model.n_dof != system.n_dof:
