@@ -92,7 +92,7 @@ def import_csv(
     FileNotFoundError
         For a missing file.
     ValueError, TypeError
-        For a missing column, a non-numeric or non-finite cell, time going
+        For a missing column, a non-numeric or infinite cell, most rows missing a value, time going
         backwards, a log too short for the derivative window, or a bad
         argument; the message names the file, the line, the column or the
         argument, and what was received.

@@ -319,10 +319,45 @@ def test_a_non_numeric_cell_names_the_line_the_column_and_the_cell(good_log):
         import_csv(good_log, time="time", q=["q1", "q2"], tau=["tau1", "tau2"])
 
 
-def test_a_non_finite_cell_is_refused(good_log):
-    _rewrite(good_log, lambda lines: lines.__setitem__(5, "nan" + lines[5][lines[5].index(",") :]))
-    with pytest.raises(ValueError, match=r"line 6, column 'time': the value nan is not finite"):
+def test_an_infinite_cell_is_refused(good_log):
+    _rewrite(good_log, lambda lines: lines.__setitem__(5, "inf" + lines[5][lines[5].index(",") :]))
+    with pytest.raises(ValueError, match=r"line 6, column 'time': the value inf is not finite"):
         import_csv(good_log, time="time", q=["q1", "q2"], tau=["tau1", "tau2"])
+
+
+def test_rows_missing_a_value_are_dropped_and_counted_not_the_log(good_log, tmp_path):
+    """A logger that misses a sample writes an empty cell or NaN: that row goes, the rest of the log stays."""
+    columns = dict(time="time", q=["q1", "q2"], tau=["tau1", "tau2"], window=31)
+    before = import_csv(good_log, **columns)
+
+    def miss(lines):
+        for k, cell in ((100, 1), (101, 1), (102, 1), (400, 4), (700, 0)):  # q1 thrice, tau2, the time
+            cells = lines[k].split(",")
+            cells[cell] = "nan" if k == 101 else ""
+            lines[k] = ",".join(cells)
+        cells = lines[900].split(",")
+        cells[5] = ""  # an unread column: not missing
+        lines[900] = ",".join(cells)
+
+    _rewrite(good_log, miss)
+    after = import_csv(good_log, **columns)
+    report = after.report.files[0]
+    assert report.missing == 5 and after.report.missing == 5
+    assert report.rows == before.report.files[0].rows - 5 and report.bridged == 3  # holes of 4, 2 and 2 steps
+    assert "(5 more missed a value: dropped)" in after.report.format()
+    np.testing.assert_allclose(after.dataset.qdd, before.dataset.qdd, atol=1e-6 * np.abs(before.dataset.qdd).max())
+    # a table that merges streams row by row: most rows miss a value
+    lines = good_log.read_text().splitlines()
+    merged = (
+        [lines[0]]
+        + [  # every other row carries the time stamp alone
+            ",".join(c if i % 2 or j in (0, 5) else "" for j, c in enumerate(line.split(",")))
+            for i, line in enumerate(lines[1:])
+        ]
+    )
+    (tmp_path / "merged.csv").write_text("\n".join(merged) + "\n")
+    with pytest.raises(ValueError, match=r"merged\.csv: \d+ of \d+ data rows miss a value .*merges streams row by"):
+        import_csv(tmp_path / "merged.csv", **columns)
 
 
 def test_time_going_backwards_is_an_error_naming_the_row(good_log):

@@ -7,8 +7,11 @@ dataset, and :mod:`lnn.logs` returns both with the report. Every source ends
 in one pipeline (:func:`lnn.ingest.pipeline.process`), file by file:
 
 1. **Read**: CSV columns by name or 0-based index (:func:`read_csv`; a
-   non-numeric or non-finite cell is an error naming the file, line, column
-   and cell; the delimiter is sniffed from the first line unless given; a
+   non-numeric or infinite cell is an error naming the file, line, column
+   and cell; a row with an empty or NaN cell in a column read is a sample
+   the logger missed: dropped and counted (``FileReport.missing``), its
+   hole bridged or split like any other, unless most rows miss a value (a
+   table that merges streams row by row: an error); the delimiter is sniffed from the first line unless given; a
    first line that does not parse as numbers is the header, a leading ``#``
    ignored), or the ``sensor_msgs/msg/JointState`` messages of a topic of a
    ROS bag (:func:`read_rosbag`: header stamp as the time, the bag's receive

@@ -34,6 +34,8 @@ class RawLog:
         Measured velocities, if read.
     origin : float
         Time (s) to add to ``t`` to get the log's own clock (for the report's gap times).
+    missing : int
+        Rows the reader dropped because they missed a value (counted, not in ``t``).
     """
 
     path: str
@@ -42,6 +44,7 @@ class RawLog:
     tau: np.ndarray
     qd: np.ndarray | None = None
     origin: float = 0.0
+    missing: int = 0
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,6 +68,8 @@ class CleanLog:
     rows, repeated, identical, held : int
         Rows read, rows dropped for a repeated stamp (and how many of those
         repeated every value), held rows (not used as samples).
+    missing : int
+        Rows the reader dropped for a missing value (not counted in ``rows``).
     median_step, nominal_step : float
         Median and nominal (:func:`nominal_step`) steps of ``t`` (s).
     """
@@ -82,6 +87,7 @@ class CleanLog:
     held: int
     median_step: float
     nominal_step: float
+    missing: int = 0
 
 
 def clean(raw: RawLog, *, angular: tuple) -> CleanLog:
@@ -136,6 +142,7 @@ def clean(raw: RawLog, *, angular: tuple) -> CleanLog:
         held=int((~fresh).sum()),
         median_step=float(np.median(np.diff(t))),
         nominal_step=nominal_step(t),
+        missing=int(raw.missing),
     )
 
 

@@ -88,7 +88,7 @@ class TorqueWindow:
     @property
     def score(self) -> np.ndarray:
         """Per window, the mean over joints of the residual relative to that joint's lowest, shape ``(K,)``."""
-        return np.mean(self.residuals / self.residuals.min(axis=0), axis=1)
+        return _scores(self.residuals)
 
     @property
     def explained(self) -> np.ndarray:

@@ -96,6 +96,10 @@ class FileReport:
         the torques best, :func:`lnn.ingest.choose_window_by_torque`),
         ``"spectrum"`` (from the positions alone, :func:`lnn.ingest.choose_window`)
         or ``"given"``.
+    missing : int
+        Data rows dropped because a column read was empty or NaN (a sample
+        the logger missed; the hole is bridged or split like any other).
+        Not counted in ``rows``.
     """
 
     path: str
@@ -126,6 +130,7 @@ class FileReport:
     torque_lag_error: tuple = ()
     torque_shift: tuple = ()
     window_rule: str = "spectrum"
+    missing: int = 0
 
     def format(self) -> str:
         """A few lines of text describing the file's import (what ``lnn import`` prints)."""
@@ -135,7 +140,9 @@ class FileReport:
 
         spans = ",".join(f"{w * self.step:.3g}" for w in self.window_qdd)
         lines = [
-            f"{self.path}: {self.rows} rows, {self.repeated} repeated samples dropped "
+            f"{self.path}: {self.rows} rows"
+            + (f" ({self.missing} more missed a value: dropped)" if self.missing else "")
+            + f", {self.repeated} repeated samples dropped "
             f"({self.identical} identical rows), {self.held} held samples (sensors not updated) "
             f"not used, {len(self.gaps)} gap(s) split, "
             f"{self.bridged} hole(s) bridged (longest {self.longest_bridged * 1e3:.3g} ms, "
@@ -216,6 +223,11 @@ class ImportReport:
         return sum(f.rows for f in self.files)
 
     @property
+    def missing(self) -> int:
+        """Rows dropped for a missing value (not counted in :attr:`rows`), over all files."""
+        return sum(f.missing for f in self.files)
+
+    @property
     def repeated(self) -> int:
         """Repeated samples (equal time stamps) dropped, over all files."""
         return sum(f.repeated for f in self.files)
@@ -286,7 +298,9 @@ class ImportReport:
         """The report as text, one block per file and a total line."""
         trajectories = sum(len(f.trajectories) for f in self.files)
         total = (
-            f"total: {self.rows} rows -> {trajectories} trajectory(ies), {self.samples} "
+            f"total: {self.rows} rows"
+            + (f" ({self.missing} more missed a value: dropped)" if self.missing else "")
+            + f" -> {trajectories} trajectory(ies), {self.samples} "
             f"samples; {self.repeated} repeated samples dropped, {self.held} held samples not used, "
             f"{self.gaps} gap(s); Savitzky-Golay order {self.order}, qd from "
             f"{'the positions' if self.velocity == 'q' else 'the measured velocities'}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import math
 import os
 from pathlib import Path
 
@@ -75,7 +76,10 @@ def read_csv(
     names = joint_names_of(joints, n, default=default_names)
     raws = []
     for path in files:
-        table, columns = _read_table(path, [time_col, *q_cols, *tau_cols, *(qd_cols or [])], delimiter=delimiter)
+        table, columns, header = _read_table(
+            path, [time_col, *q_cols, *tau_cols, *(qd_cols or [])], delimiter=delimiter
+        )
+        table, missing = _complete_rows(path, table, header)
         _check_order(path, table[:, 0], columns[0])
         raws.append(
             RawLog(
@@ -84,6 +88,7 @@ def read_csv(
                 q=table[:, 1 : 1 + n],
                 tau=table[:, 1 + n : 1 + 2 * n],
                 qd=table[:, 1 + 2 * n : 1 + 3 * n] if qd_cols is not None else None,
+                missing=missing,
             )
         )
     return process(raws, cleaning, joint_names=names)
@@ -121,7 +126,8 @@ def _check_order(path: str, stamps: np.ndarray, name: str) -> None:
 
 
 def _read_table(path: str, columns: list, *, delimiter: str | None):
-    """The ``columns`` of a CSV file as floats, ``(rows, len(columns))``, and their names."""
+    """The ``columns`` of a CSV file as floats, ``(rows, len(columns))`` (NaN where a cell is empty), their
+    names, and whether the file has a header row."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no such log file: {path!r}")
     try:
@@ -153,34 +159,58 @@ def _read_table(path: str, columns: list, *, delimiter: str | None):
                     f"{path}: column index {spec} is out of range: the file has {width} columns (0 to {width - 1})"
                 )
             indices.append(spec)
+    options = dict(
+        delimiter=sep if sep.strip() else None,
+        skiprows=int(header),
+        usecols=indices,
+        ndmin=2,
+        dtype=np.float64,
+        comments=None,
+        quotechar='"',
+    )
     try:
-        table = np.loadtxt(
-            path,
-            delimiter=sep if sep.strip() else None,
-            skiprows=int(header),
-            usecols=indices,
-            ndmin=2,
-            dtype=np.float64,
-            comments=None,
-            quotechar='"',
-        )
+        table = np.loadtxt(path, **options)
     except ValueError:
-        _locate_bad_cell(path, sep, indices, names, header)
-        raise
+        _locate_bad_cell(path, sep, indices, names, header)  # raises for a cell that is not a number
+        table = np.loadtxt(path, converters=_number_or_missing, **options)  # empty cells: missing values
     if table.shape[0] == 0:
         raise ValueError(f"{path}: the file has no data rows")
-    bad = ~np.isfinite(table)
-    if bad.any():
-        row, col = np.argwhere(bad)[0]
+    if np.isinf(table).any():
+        row, col = np.argwhere(np.isinf(table))[0]
         raise ValueError(
             f"{path}: line {row + 1 + int(header)}, column {names[indices[col]]!r}: "
             f"the value {float(table[row, col])} is not finite"
         )
-    return table, [names[i] for i in indices]
+    return table, [names[i] for i in indices], header
+
+
+def _number_or_missing(cell: str) -> float:
+    """A cell's number, NaN for an empty one (a sample the logger missed)."""
+    return float(cell) if cell.strip() else math.nan
+
+
+def _complete_rows(path: str, table: np.ndarray, header: bool) -> tuple[np.ndarray, int]:
+    """``table`` without its rows that miss a value (empty or NaN), and how many there were.
+
+    A logger that drops a sample now and then leaves a hole the import bridges or splits at (as any
+    other); most rows missing a value is a table that merges streams row by row (one stream per row,
+    e.g. a plotting tool's export), which dropping rows would not read.
+    """
+    missing = ~np.all(np.isfinite(table), axis=1)
+    count = int(missing.sum())
+    if count * 2 > table.shape[0]:
+        first = int(np.flatnonzero(missing)[0])
+        raise ValueError(
+            f"{path}: {count} of {table.shape[0]} data rows miss a value in the columns read (the first at line "
+            f"{first + 1 + int(header)}): a table that merges streams row by row; write each stream's columns "
+            f"on common time stamps (interpolated or held) first"
+        )
+    return table[~missing], count
 
 
 def _locate_bad_cell(path, sep, indices, names, header) -> None:
-    """Raise a ValueError naming the first cell of ``indices`` that is not a number."""
+    """Raise a ValueError naming the first cell of ``indices`` that is not a number (an empty one is a missing
+    value, read as NaN)."""
     with open(path, newline="") as handle:
         reader = csv.reader(handle, delimiter=sep) if sep.strip() else (line.split() for line in handle)
         for line, cells in enumerate(reader, start=1):
@@ -193,7 +223,7 @@ def _locate_bad_cell(path, sep, indices, names, header) -> None:
                     raise ValueError(
                         f"{path}: line {line} has {len(cells)} cells; column {names[i]!r} (index {i}) is missing"
                     )
-                if not _is_number(cells[i]):
+                if cells[i].strip() and not _is_number(cells[i]):
                     raise ValueError(f"{path}: line {line}, column {names[i]!r}: cannot read {cells[i]!r} as a number")
 
 
