@@ -102,7 +102,7 @@ def bags(tmp_path_factory):
     }
 
 
-def check_motion(data, columns=(0, 1)):
+def check_motion(data, columns=(0, 1), *, tau_atol=2e-5):
     """The dataset's q, qd, qdd and tau against the planted motion at its times (from the first stamp)."""
     t = data.t
     for k, name in enumerate(("q", "qd", "qdd")):
@@ -110,7 +110,7 @@ def check_motion(data, columns=(0, 1)):
         error = np.sqrt(np.mean((getattr(data, name) - truth) ** 2, axis=0)) / np.sqrt(np.mean(truth**2, axis=0))
         assert (error < (1e-6, 1e-5, 2e-3)[k]).all(), (name, error)
     # Torques resampled linearly over the jittered 2 ms stamps: h^2 tau'' / 8 = 1e-5 at most.
-    np.testing.assert_allclose(data.tau, effort(t)[:, columns], atol=2e-5)
+    np.testing.assert_allclose(data.tau, effort(t)[:, columns], atol=tau_atol)
 
 
 @pytest.mark.parametrize("kind", ["ros1", "sqlite3", "mcap"])
@@ -178,6 +178,24 @@ def test_a_bad_message_is_named_by_its_index(tmp_path, edit, message):
     bag = write_bag(tmp_path / "bad", np.arange(200) * 2e-3, kind="sqlite3", edit=edit)
     with pytest.raises(ValueError, match=message):
         import_rosbag(bag, topic=TOPIC, joints=["shoulder", "elbow"])
+
+
+def test_messages_with_nan_values_are_samples_the_driver_missed(tmp_path):
+    """A driver that publishes NaN for an unmeasured joint, or now and then for one that is: those messages go,
+    counted; a joint that is NaN in most messages is refused by name."""
+
+    def nan(k, message):
+        message["effort"][2] = np.nan  # the gripper: never measured
+        if k in (300, 900, 1500):
+            message["position"][0] = np.nan
+
+    bag = write_bag(tmp_path / "nan", np.arange(2001) * 2e-3, kind="mcap", edit=nan)
+    result = import_rosbag(bag, topic=TOPIC, joints=["shoulder", "elbow"])
+    report = result.report.files[0]
+    assert report.missing == 3 and report.rows == 1998 and report.bridged == 3 and report.gaps == ()
+    check_motion(result.dataset, tau_atol=1e-4)  # interpolated over 4 ms where a message went: h^2 tau'' / 8
+    with pytest.raises(ValueError, match=r"2001 of 2001 messages on '/joint_states' carry NaN .*pick joints"):
+        import_rosbag(bag, topic=TOPIC)  # every joint, the gripper's effort included
 
 
 def test_bad_bags_and_arguments_are_named(bags, tmp_path):

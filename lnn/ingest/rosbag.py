@@ -174,11 +174,23 @@ class _Columns:
                 f"{self.path}: the time stamps on {self.topic!r} go backwards at message {i + 1} "
                 f"({stamps[i]} then {stamps[i + 1]} ns; {backwards.size} such step(s))"
             )
+        q, tau = np.array(self.q), np.array(self.tau)
+        qd = np.array(self.qd) if self.velocities else None
+        complete = np.all(np.isfinite(np.column_stack([q, tau] + ([qd] if qd is not None else []))), axis=1)
+        missing = int((~complete).sum())
+        if missing * 2 > complete.size:
+            raise ValueError(
+                f"{self.path}: {missing} of {complete.size} messages on {self.topic!r} carry NaN or infinite "
+                f"positions, velocities or efforts of the joints read (the first is message "
+                f"{int(np.flatnonzero(~complete)[0])}): pick joints that are measured (joints=...)"
+            )
+        stamps = stamps[complete]  # a message that misses a value is a sample the driver missed
         return RawLog(
             path=self.path,
             t=(stamps - stamps[0]).astype(np.float64) * 1e-9,
-            q=np.array(self.q),
-            tau=np.array(self.tau),
-            qd=np.array(self.qd) if self.velocities else None,
+            q=q[complete],
+            tau=tau[complete],
+            qd=qd[complete] if qd is not None else None,
             origin=float(stamps[0]) * 1e-9,
+            missing=missing,
         )
