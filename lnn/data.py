@@ -181,6 +181,24 @@ class Dataset:
         return self.t.shape[0]
 
     # -------------------------------------------------------------- selection
+    def at_first_rate(self, *, limit: int | None = None) -> Dataset:
+        """The trajectories sampled at the first one's rate (steps within
+        :data:`TRUNCATE_STEP_TOLERANCE`, 1 %), the first ``limit`` of them:
+        what a batch of replays on one grid can hold (an import puts each
+        file on its own grid, 0.03 % apart at one rate, 29 % at another).
+
+        Parameters
+        ----------
+        limit : int, optional, keyword-only
+            At most this many trajectories (in id order).
+
+        Returns
+        -------
+        Dataset
+        """
+        ids = [int(self.trajectory[rows[0]]) for rows in _rows_at_first_rate(self.t, self.trajectory)]
+        return self.subset(ids[:limit])
+
     def subset(self, trajectory_ids) -> Dataset:
         """The samples of the given trajectories, in their original order.
 
@@ -1509,6 +1527,14 @@ def _float_array(value, name: str) -> np.ndarray:
 #: Recordings whose steps agree within this fraction share a grid in ``as_trajectory(truncate=True)`` (files
 #: a logger wrote at one rate and an import put on grids 0.03 % apart; :data:`lnn.residuals.STEP_TOLERANCE`).
 TRUNCATE_STEP_TOLERANCE = 0.01
+
+
+def _rows_at_first_rate(t: np.ndarray, trajectory: np.ndarray) -> list[np.ndarray]:
+    """The rows of each trajectory (in id order) whose mean step is within :data:`TRUNCATE_STEP_TOLERANCE` of the
+    first one's (none when the first has a single sample)."""
+    rows = [r for _, r in _groups(np.asarray(trajectory))]
+    steps = [float(np.mean(np.diff(t[r]))) if r.size > 1 else math.nan for r in rows]
+    return [r for r, h in zip(rows, steps) if abs(h - steps[0]) <= TRUNCATE_STEP_TOLERANCE * steps[0]]
 
 
 def _truncated_batch(parts: list, system, ids) -> Trajectory:

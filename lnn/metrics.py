@@ -784,9 +784,9 @@ def _is_dataset(data) -> bool:
 def _dataset_rollouts(data, n_rollouts: int):
     """Initial states, common time grid and torques of the first ``n_rollouts`` trajectories sampled at the
     first one's rate (within 1 %: an import puts each file on its own grid), cut to the shortest."""
-    rows = [np.flatnonzero(data.trajectory == i) for i in np.unique(data.trajectory)]
-    steps = [float(np.mean(np.diff(data.t[r]))) if r.size > 1 else np.nan for r in rows]
-    rows = [r for r, h in zip(rows, steps) if abs(h - steps[0]) <= 0.01 * steps[0]][:n_rollouts]
+    from lnn.data import _rows_at_first_rate
+
+    rows = _rows_at_first_rate(np.asarray(data.t), np.asarray(data.trajectory))[:n_rollouts]
     if not rows:  # the first trajectory has one sample
         return None
     length = min(r.size for r in rows)

@@ -400,6 +400,9 @@ def test_logs_of_one_rate_batch_cut_to_the_shortest_from_their_starts():
     )
     with pytest.raises(ValueError, match=r"steps differ by more than 1% \(0: 0.002 s, 1: 0.003 s\)"):
         other.as_trajectory(truncate=True)
+    assert other.at_first_rate().trajectory_ids.tolist() == [0]  # what a batch on one grid can hold
+    assert logs.at_first_rate(limit=2).trajectory_ids.tolist() == [0, 1]
+    assert logs.at_first_rate().as_trajectory(truncate=True).q.shape == (3, 24, 2)
 
 
 # ---------------------------------------------------------------- excitation

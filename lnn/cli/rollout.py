@@ -139,11 +139,9 @@ def _replay(args, output: Path) -> int:
     model = lnn.load_model(args.model)
     if model.n_dof != data.n_dof:
         raise ValueError(f"model {args.model!r} has n_dof={model.n_dof}, dataset {args.data!r} has n_dof={data.n_dof}")
-    parts = data.trajectories()
-    steps = [float(np.mean(np.diff(p.t))) if p.t.size > 1 else np.nan for p in parts]
-    same = [p.metadata["trajectory_id"] for p, h in zip(parts, steps) if abs(h - steps[0]) <= 0.01 * steps[0]]
-    ids = same[: args.trajectories]
-    true = data.subset(ids).as_trajectory(truncate=True).until(args.duration)
+    chosen = data.at_first_rate(limit=args.trajectories)
+    ids = chosen.trajectory_ids
+    true = chosen.as_trajectory(truncate=True).until(args.duration)
     learned = lnn.rollout(
         model,
         true.q[:, 0],
@@ -167,7 +165,7 @@ def _replay(args, output: Path) -> int:
     }
     RolloutPair(true, learned, metadata).save(output, overwrite=args.force)
     error = rollout_error(learned, true, angular=angular)
-    left = len(parts) - len(ids)
+    left = data.n_trajectories - len(ids)
     print(
         f"wrote {output}: {len(ids)} recordings x {true.t.size} samples of {args.data} replayed with their torques"
         + (f" ({left} more not replayed: --trajectories, or another rate)" if left else "")
