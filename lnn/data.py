@@ -1531,10 +1531,12 @@ TRUNCATE_STEP_TOLERANCE = 0.01
 
 def _rows_at_first_rate(t: np.ndarray, trajectory: np.ndarray) -> list[np.ndarray]:
     """The rows of each trajectory (in id order) whose mean step is within :data:`TRUNCATE_STEP_TOLERANCE` of the
-    first one's (none when the first has a single sample)."""
+    first one's (the first alone when it has a single sample)."""
     rows = [r for _, r in _groups(np.asarray(trajectory))]
     steps = [float(np.mean(np.diff(t[r]))) if r.size > 1 else math.nan for r in rows]
-    return [r for r, h in zip(rows, steps) if abs(h - steps[0]) <= TRUNCATE_STEP_TOLERANCE * steps[0]]
+    return rows[:1] + [
+        r for r, h in zip(rows[1:], steps[1:]) if abs(h - steps[0]) <= TRUNCATE_STEP_TOLERANCE * steps[0]
+    ]
 
 
 def _truncated_batch(parts: list, system, ids) -> Trajectory:

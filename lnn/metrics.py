@@ -784,11 +784,8 @@ def _is_dataset(data) -> bool:
 def _dataset_rollouts(data, n_rollouts: int):
     """Initial states, common time grid and torques of the first ``n_rollouts`` trajectories sampled at the
     first one's rate (within 1 %: an import puts each file on its own grid), cut to the shortest."""
-    from lnn.data import _rows_at_first_rate
-
-    rows = _rows_at_first_rate(np.asarray(data.t), np.asarray(data.trajectory))[:n_rollouts]
-    if not rows:  # the first trajectory has one sample
-        return None
+    data = data.at_first_rate(limit=n_rollouts) if hasattr(data, "at_first_rate") else data  # an lnn.Dataset
+    rows = [np.flatnonzero(data.trajectory == i) for i in np.unique(data.trajectory)][:n_rollouts]
     length = min(r.size for r in rows)
     if length < 2:
         return None

@@ -208,11 +208,13 @@ def test_an_identified_ensemble_is_calibrated_with_each_logs_bias_kept(monkeypat
     training = calls[-1]["training"]  # identify's calibration, the last
     as_recorded = np.stack([recorded[row.tobytes()] for row in np.asarray(training.q)])
     np.testing.assert_array_equal(np.asarray(training.tau), as_recorded)
-    assert np.all(model.network.calibration.tau.floor > 0.02), model.network.calibration.tau.floor  # 0.035, 0.032
-    # New logs with their own biases: their 90 % intervals cover (0.97, 0.96 measured; the biases removed from the
-    # calibration, 0.32, 0.17 with floors of 0.011, 0.007).
+    # New logs with their own biases: their intervals are as wide as the biases spread, not as the noise. The
+    # likelihood may carry that width in the floor (0.035, 0.032) or in the scale of the members' spread (a CI run
+    # on two loaded cores: floors 0.034 and 2e-9, scale 15 on joint 2), so the width is what is checked: with the
+    # biases removed from the calibration it was 0.011, 0.007 and the 90 % intervals covered 0.32, 0.17.
     new_logs = _logs(TRUE, seed=1)
     prediction = model.predict(new_logs.q, new_logs.qd, qdd=new_logs.qdd)
+    assert np.all(np.median(prediction.tau_std, axis=0) > 0.02), np.median(prediction.tau_std, axis=0)
     # (0.85, 0.94 in a CI run on two loaded cores, whose budget trained fewer epochs)
     covered = lnn.uncertainty.coverage(new_logs.tau, prediction.tau, prediction.tau_std, 0.9, prediction.tau_dof)
     assert np.all(covered > 0.7)
