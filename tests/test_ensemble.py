@@ -464,6 +464,14 @@ def test_calibrate_pools_the_training_samples_out_of_each_members_bag(trained):
     np.testing.assert_allclose(sizes, pooled_rms, rtol=0.12)
     assert np.all(pooled.tau.dof < 10)
     np.testing.assert_allclose(ensemble.tau_floor.numpy(), pooled.tau.floor)
+    # the disagreement's scale: the 99th percentile of the relative qdd spread over every calibration state
+    reference = ensemble.members[0].qdd_std.numpy()
+    held_spread = ensemble.predict(q, qd, tau=tau, qdd=qdd).qdd_spread  # qdd's at the data's torques
+    oob_spread = ensemble.predict(tq[rows], tqd[rows], tau=ttau[rows], qdd=tqdd[rows]).qdd_spread
+    relative = np.sqrt(np.mean((np.concatenate([held_spread, oob_spread]) / reference) ** 2, axis=-1))
+    assert pooled.disagreement_scale == pytest.approx(np.percentile(relative, 99.0), rel=1e-6)
+    relative_held = np.sqrt(np.mean((held_spread / reference) ** 2, axis=-1))
+    assert alone.disagreement_scale == pytest.approx(np.percentile(relative_held, 99.0), rel=1e-6)
 
 
 def test_calibrate_refuses_training_without_weights_and_weights_of_another_shape(trained):
