@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lnn.ingest.regression import normal_sums, residual_sum, rigid_body_features
-from lnn.ingest.windows import DEFAULT_ORDER, _coefficients, _detrended, _smallest_window
+from lnn.ingest.windows import DEFAULT_ORDER, _detrended, _interior, _smallest_window
 
 __all__ = ["TorqueWindow", "choose_window_by_torque", "window_at"]
 
@@ -246,14 +246,5 @@ def _odd_grid(low: int, high: int, ratio: float) -> list[int]:
 
 
 def _at(x: np.ndarray, rows: np.ndarray, w: int, order: int, derivative: int, step: float) -> np.ndarray:
-    """The Savitzky–Golay ``derivative`` of ``x (T, n)`` (window ``w``) at interior ``rows``, shape ``(R, n)``.
-
-    The interior filter is a correlation with the window's coefficients:
-    ``y[i] = sum_k c[k] x[i - w // 2 + k]``, computed by overlap-add FFT
-    convolution (``O(T log w)``, where the direct sum is ``O(T w)``).
-    """
-    from scipy.signal import oaconvolve
-
-    c = _coefficients(w, order, derivative) / step**derivative
-    valid = oaconvolve(x, c[::-1, None], mode="valid", axes=0)  # valid[j] = y[j + w // 2]
-    return valid[rows - w // 2]
+    """The Savitzky–Golay ``derivative`` of ``x (T, n)`` (window ``w``) at interior ``rows``, shape ``(R, n)``."""
+    return _interior(x, w, order, derivative, step)[rows - w // 2]  # the interior starts at w // 2

@@ -228,8 +228,6 @@ def savgol(x, window: int, order: int, derivative: int = 0, step: float = 1.0) -
     -------
     ndarray, the shape of ``x``
     """
-    from scipy.signal import oaconvolve
-
     x = np.asarray(x, dtype=np.float64)
     flat = x.ndim == 1
     y = x[:, None] if flat else x
@@ -240,9 +238,8 @@ def savgol(x, window: int, order: int, derivative: int = 0, step: float = 1.0) -
             f"and derivative <= order; got window={window}, order={order}, derivative={derivative}"
         )
     m = window // 2
-    c = _coefficients(window, order, derivative) / step**derivative
     out = np.empty_like(y)
-    out[m : T - m] = oaconvolve(y, c[::-1, None], mode="valid", axes=0)
+    out[m : T - m] = _interior(y, window, order, derivative, step)
     abscissae = np.arange(window, dtype=np.float64)
     for rows, fitted, at in (
         (slice(0, m), slice(0, window), slice(0, m)),
@@ -252,6 +249,17 @@ def savgol(x, window: int, order: int, derivative: int = 0, step: float = 1.0) -
             polynomial = np.polynomial.Polynomial.fit(abscissae, y[fitted, j], order).deriv(derivative)
             out[rows, j] = polynomial(abscissae[at]) / step**derivative
     return out[:, 0] if flat else out
+
+
+def _interior(x: np.ndarray, window: int, order: int, derivative: int, step: float) -> np.ndarray:
+    """The Savitzky–Golay ``derivative`` of ``x (T, k)`` at its interior samples ``window // 2 .. T - 1 -
+    window // 2``, shape ``(T - window + 1, k)``: the correlation ``y[i] = sum_j c[j] x[i - window // 2 + j]``
+    with :func:`_coefficients`, by overlap-add FFT convolution (``O(T log window)``, the direct sum
+    ``O(T window)``)."""
+    from scipy.signal import oaconvolve
+
+    c = _coefficients(window, order, derivative) / step**derivative
+    return oaconvolve(x, c[::-1, None], mode="valid", axes=0)
 
 
 def _smallest_window(order: int) -> int:
