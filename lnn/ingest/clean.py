@@ -11,11 +11,36 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["HOLD_LIMIT", "CleanLog", "RawLog", "clean", "nominal_step"]
+__all__ = [
+    "HOLD_LIMIT",
+    "MISSING_SHARE",
+    "CleanLog",
+    "RawLog",
+    "clean",
+    "missing_rows",
+    "nominal_step",
+    "too_many_missing",
+]
 
 #: A run of repeated rows lasting longer than this many typical intervals between new samples is a
 #: rest (the value was current all along), not a sensor that did not update: its rows are kept.
 HOLD_LIMIT = 4.0
+
+
+#: A log where more than this share of the rows (messages) miss a value is no log that dropped a sample now and
+#: then (those rows are dropped and counted) but a table that merges streams row by row, or a joint its driver
+#: does not measure: the readers refuse it by name.
+MISSING_SHARE = 0.5
+
+
+def missing_rows(values: np.ndarray) -> np.ndarray:
+    """Which rows of ``values (N, k)`` miss a value (NaN or infinite), ``(N,)`` bool."""
+    return ~np.all(np.isfinite(values), axis=1)
+
+
+def too_many_missing(missing: np.ndarray) -> bool:
+    """Whether more than :data:`MISSING_SHARE` of the rows miss a value (``missing`` from :func:`missing_rows`)."""
+    return bool(np.count_nonzero(missing) > MISSING_SHARE * missing.size)
 
 
 @dataclass(frozen=True, eq=False)

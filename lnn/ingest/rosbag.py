@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lnn.ingest.clean import RawLog
+from lnn.ingest.clean import RawLog, missing_rows, too_many_missing
 from lnn.ingest.options import Cleaning
 from lnn.ingest.pipeline import ImportedLogs, process
 from lnn.ingest.tables import joint_names_of, paths_of
@@ -176,13 +176,13 @@ class _Columns:
             )
         q, tau = np.array(self.q), np.array(self.tau)
         qd = np.array(self.qd) if self.velocities else None
-        complete = np.all(np.isfinite(np.column_stack([q, tau] + ([qd] if qd is not None else []))), axis=1)
-        missing = int((~complete).sum())
-        if missing * 2 > complete.size:
+        missing = missing_rows(np.column_stack([q, tau] + ([qd] if qd is not None else [])))
+        complete = ~missing
+        if too_many_missing(missing):
             raise ValueError(
-                f"{self.path}: {missing} of {complete.size} messages on {self.topic!r} carry NaN or infinite "
-                f"positions, velocities or efforts of the joints read (the first is message "
-                f"{int(np.flatnonzero(~complete)[0])}): pick joints that are measured (joints=...)"
+                f"{self.path}: {int(missing.sum())} of {missing.size} messages on {self.topic!r} carry NaN or "
+                f"infinite positions, velocities or efforts of the joints read (the first is message "
+                f"{int(np.flatnonzero(missing)[0])}): pick joints that are measured (joints=...)"
             )
         stamps = stamps[complete]  # a message that misses a value is a sample the driver missed
         return RawLog(
@@ -192,5 +192,5 @@ class _Columns:
             tau=tau[complete],
             qd=qd[complete] if qd is not None else None,
             origin=float(stamps[0]) * 1e-9,
-            missing=missing,
+            missing=int(missing.sum()),
         )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lnn.ingest.clean import RawLog
+from lnn.ingest.clean import RawLog, missing_rows, too_many_missing
 from lnn.ingest.options import Cleaning, positive
 from lnn.ingest.pipeline import ImportedLogs, process
 from lnn.ingest.windows import DEFAULT_ORDER
@@ -193,12 +193,12 @@ def _complete_rows(path: str, table: np.ndarray, header: bool) -> tuple[np.ndarr
     """``table`` without its rows that miss a value (empty or NaN), and how many there were.
 
     A logger that drops a sample now and then leaves a hole the import bridges or splits at (as any
-    other); most rows missing a value is a table that merges streams row by row (one stream per row,
-    e.g. a plotting tool's export), which dropping rows would not read.
+    other); most rows missing a value (:func:`lnn.ingest.clean.too_many_missing`) is a table that merges
+    streams row by row (one stream per row, e.g. a plotting tool's export), which dropping rows would not read.
     """
-    missing = ~np.all(np.isfinite(table), axis=1)
+    missing = missing_rows(table)
     count = int(missing.sum())
-    if count * 2 > table.shape[0]:
+    if too_many_missing(missing):
         first = int(np.flatnonzero(missing)[0])
         raise ValueError(
             f"{path}: {count} of {table.shape[0]} data rows miss a value in the columns read (the first at line "
