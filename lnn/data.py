@@ -28,6 +28,7 @@ from lnn import _validate
 from lnn.errors import TimeSplitWarning
 from lnn.ingest import ImportedLogs, read_csv, read_rosbag
 from lnn.integrate import rollout
+from lnn.residuals import STEP_TOLERANCE
 from lnn.trajectory import Trajectory
 
 __all__ = [
@@ -183,7 +184,7 @@ class Dataset:
     # -------------------------------------------------------------- selection
     def at_first_rate(self, *, limit: int | None = None) -> Dataset:
         """The trajectories sampled at the first one's rate (steps within
-        :data:`TRUNCATE_STEP_TOLERANCE`, 1 %), the first ``limit`` of them:
+        :data:`lnn.residuals.STEP_TOLERANCE`, 1 %), the first ``limit`` of them:
         what a batch of replays on one grid can hold (an import puts each
         file on its own grid, 0.03 % apart at one rate, 29 % at another).
 
@@ -448,7 +449,7 @@ class Dataset:
             Recordings of one rate but different lengths and start times
             (logs): all cut to the shortest one's ``T`` samples, on the
             first one's grid from its start (steps within
-            :data:`TRUNCATE_STEP_TOLERANCE`, 1 %, of each other).
+            :data:`lnn.residuals.STEP_TOLERANCE`, 1 %, of each other).
 
         Returns
         -------
@@ -1524,28 +1525,31 @@ def _float_array(value, name: str) -> np.ndarray:
         raise TypeError(f"{name} must be an array of real numbers; got {type(value).__name__}") from exc
 
 
-#: Recordings whose steps agree within this fraction share a grid in ``as_trajectory(truncate=True)`` (files
-#: a logger wrote at one rate and an import put on grids 0.03 % apart; :data:`lnn.residuals.STEP_TOLERANCE`).
-TRUNCATE_STEP_TOLERANCE = 0.01
+def _mean_step(t: np.ndarray) -> float:
+    """The mean step of one recording's times ``t (T,)`` (NaN for a single sample)."""
+    return float(t[-1] - t[0]) / (t.shape[0] - 1) if t.shape[0] > 1 else math.nan
+
+
+def _same_rate(step: float, reference: float) -> bool:
+    """Whether ``step`` is within :data:`lnn.residuals.STEP_TOLERANCE` (1 %) of ``reference``."""
+    return abs(step - reference) <= STEP_TOLERANCE * reference
 
 
 def _rows_at_first_rate(t: np.ndarray, trajectory: np.ndarray) -> list[np.ndarray]:
-    """The rows of each trajectory (in id order) whose mean step is within :data:`TRUNCATE_STEP_TOLERANCE` of the
-    first one's (the first alone when it has a single sample)."""
+    """The rows of each trajectory (in id order) sampled at the first one's rate (:func:`_same_rate`; the first
+    alone when it has a single sample)."""
     rows = [r for _, r in _groups(np.asarray(trajectory))]
-    steps = [float(np.mean(np.diff(t[r]))) if r.size > 1 else math.nan for r in rows]
-    return rows[:1] + [
-        r for r, h in zip(rows[1:], steps[1:]) if abs(h - steps[0]) <= TRUNCATE_STEP_TOLERANCE * steps[0]
-    ]
+    first = _mean_step(t[rows[0]])
+    return rows[:1] + [r for r in rows[1:] if _same_rate(_mean_step(t[r]), first)]
 
 
 def _truncated_batch(parts: list, system, ids) -> Trajectory:
     """Recordings of one step cut to the shortest one's samples, on the first one's grid from its start."""
-    steps = [float(p.t[-1] - p.t[0]) / (p.t.shape[0] - 1) if p.t.shape[0] > 1 else math.nan for p in parts]
-    if not all(abs(h - steps[0]) <= TRUNCATE_STEP_TOLERANCE * steps[0] for h in steps):
+    steps = [_mean_step(p.t) for p in parts]
+    if not all(_same_rate(h, steps[0]) for h in steps):
         listed = ", ".join(f"{p.metadata['trajectory_id']}: {h:.6g} s" for p, h in zip(parts, steps))
         raise ValueError(
-            f"the trajectories' steps differ by more than {TRUNCATE_STEP_TOLERANCE:.0%} ({listed}): pick "
+            f"the trajectories' steps differ by more than {STEP_TOLERANCE:.0%} ({listed}): pick "
             f"recordings of one rate (subset) or use trajectories() instead"
         )
     length = min(p.t.shape[0] for p in parts)
