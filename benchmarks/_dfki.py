@@ -14,6 +14,7 @@ and its mean over the two joints.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,8 @@ __all__ = [
     "ORDER",
     "data_folder",
     "imported",
+    "imported_split",
+    "ImportedSplit",
     "load",
     "urdf_path",
     "torque_mse",
@@ -137,6 +140,26 @@ def imported(names=TRAIN, *, window=None) -> lnn.logs.ImportResult:
     paths = [data_folder() / f"{name}.csv" for name in names]
     columns = dict(time="time", q=["pos_meas1", "pos_meas2"], tau=["tau_meas1", "tau_meas2"], angular=True)
     return import_csv(paths, window=window, **columns)
+
+
+@dataclass(frozen=True)
+class ImportedSplit:
+    """The protocol's training and test logs read as a user reads them (:func:`imported_split`)."""
+
+    train: lnn.Dataset
+    test: lnn.Dataset
+    report: lnn.logs.ImportReport  # the training logs' import
+    window: int  # the training logs' window (samples at 2 ms), with which the test log was read
+
+
+def imported_split() -> ImportedSplit:
+    """:data:`TRAIN` in one :func:`imported` call and :data:`TEST` read with the window their torques chose.
+
+    Read alone, the test log's window would be chosen by its own torques, the score's targets.
+    """
+    read = imported(TRAIN)
+    window = read.report.files[0].window_qdd[0]
+    return ImportedSplit(read.dataset, imported(TEST, window=window).dataset, read.report, window)
 
 
 def torque_mse(system, dataset: lnn.Dataset) -> np.ndarray:

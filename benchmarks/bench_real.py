@@ -95,13 +95,12 @@ def dfki(folder: Path, seconds: float, *, imported: bool = False) -> None:
 
     os.environ["LNN_DFKI_DATA"] = str(folder)
     if imported:  # as a user reads them: the training logs in one call, the test log with their window
-        read = _dfki.imported(_dfki.TRAIN)
-        train, window = read.dataset, read.report.files[0].window_qdd[0]
-        test = _dfki.imported(_dfki.TEST, window=window).dataset
+        split = _dfki.imported_split()
+        train, test = split.train, split.test
         alone = _dfki.imported(_dfki.TEST).dataset  # its window chosen by its own torques, the score's targets
         reading = (
-            f"read by lnn.logs.import_csv's defaults: window {window} samples at 2 ms "
-            f"({read.report.files[0].window_rule}), the test log read with it; in brackets the test log read "
+            f"read by lnn.logs.import_csv's defaults: window {split.window} samples at 2 ms "
+            f"({split.report.files[0].window_rule}), the test log read with it; in brackets the test log read "
             f"alone (its own torques chose {alone.derivative_span / alone.dt:.0f})"
         )
     else:
@@ -171,9 +170,8 @@ def calibration(
 
     os.environ["LNN_DFKI_DATA"] = str(folder)
     if imported:  # as a user reads them (lnn.logs.import_csv's defaults), the test log with the training's window
-        read = _dfki.imported(_dfki.TRAIN)
-        train = read.dataset
-        test = _dfki.imported(_dfki.TEST, window=read.report.files[0].window_qdd[0]).dataset
+        split = _dfki.imported_split()
+        train, test = split.train, split.test
     else:
         train, test = _dfki.load(_dfki.TRAIN), _dfki.load(_dfki.TEST)
     robot = simulations.URDFRobot.from_urdf(str(_dfki.urdf_path()), missing_links="add")
