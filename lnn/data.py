@@ -200,6 +200,26 @@ class Dataset:
         ids = [int(self.trajectory[rows[0]]) for rows in _rows_at_first_rate(self.t, self.trajectory)]
         return self.subset(ids[:limit])
 
+    def at_common_rate(self) -> Dataset:
+        """The trajectories sampled at the rate that holds the most samples
+        (steps within :data:`lnn.residuals.STEP_TOLERANCE`, 1 %, of one of
+        them): what one spectrum or one lag in samples can read. The dataset
+        itself when every trajectory is at that rate.
+
+        Returns
+        -------
+        Dataset
+        """
+        groups = [(i, rows, _mean_step(self.t[rows])) for i, rows in _groups(self.trajectory) if rows.shape[0] > 1]
+        best: list[int] = []
+        best_count = -1
+        for _, _, step in groups:
+            members = [(i, rows.shape[0]) for i, rows, other in groups if _same_rate(other, step)]
+            count = sum(size for _, size in members)
+            if count > best_count:
+                best, best_count = [i for i, _ in members], count
+        return self if not groups or len(best) == self.n_trajectories else self.subset(best)
+
     def subset(self, trajectory_ids) -> Dataset:
         """The samples of the given trajectories, in their original order.
 

@@ -403,6 +403,17 @@ def test_logs_of_one_rate_batch_cut_to_the_shortest_from_their_starts():
     assert other.at_first_rate().trajectory_ids.tolist() == [0]  # what a batch on one grid can hold
     assert logs.at_first_rate(limit=2).trajectory_ids.tolist() == [0, 1]
     assert logs.at_first_rate().as_trajectory(truncate=True).q.shape == (3, 24, 2)
+    assert logs.at_common_rate() is logs  # 0.03 % apart: one rate
+    assert other.at_common_rate().trajectory_ids.tolist() == [0]  # 30 samples at 2 ms against 24 at 3 ms
+    longer = Dataset(
+        t=np.r_[t[:20], 0.003 * np.arange(34)],
+        q=q[:54],
+        qd=qd[:54],
+        qdd=qdd[:54],
+        tau=tau[:54],
+        trajectory=np.repeat([0, 1], [20, 34]),
+    )
+    assert longer.at_common_rate().trajectory_ids.tolist() == [1]  # the first is not preferred
 
 
 # ---------------------------------------------------------------- excitation

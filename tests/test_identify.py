@@ -538,7 +538,7 @@ def test_the_residual_findings_read_the_recordings_of_the_most_common_rate():
     # Files imported on their own grids: two at 2 ms (0.03 % apart, as the DFKI logs) and a short one at
     # 1.5 ms. One spectrum needs one rate: the 2 ms recordings are analysed, not none (which had made the
     # structured network a candidate on data the basis writes well).
-    from lnn.identification._recipe import _findings, _one_rate
+    from lnn.identification._recipe import _findings
 
     system = simulations.DoublePendulum()
     parts = []
@@ -551,9 +551,9 @@ def test_the_residual_findings_read_the_recordings_of_the_most_common_rate():
         parts.append((t, q, qd, qdd, tau, np.full(t.size, k)))
     t, q, qd, qdd, tau, ids = (np.concatenate(x) for x in zip(*parts))
     data = lnn.Dataset(t=t, q=q, qd=qd, qdd=qdd, tau=tau, trajectory=ids, angular=(True, True), dt=float("nan"))
-    assert sorted(np.unique(_one_rate(data).trajectory)) == [0, 1]
+    assert data.at_common_rate().trajectory_ids.tolist() == [0, 1]
     same_rate = data.subset([0, 1])
-    assert _one_rate(same_rate) is same_rate  # 0.03 % apart: one rate, nothing left out
+    assert same_rate.at_common_rate() is same_rate  # 0.03 % apart: one rate, nothing left out
     findings = _findings(system, data)
     assert findings is not None and findings.qd_share.max() > 0.5  # the friction left over: a function of qd
 

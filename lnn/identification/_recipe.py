@@ -614,28 +614,9 @@ def _findings(model, data) -> ResidualFindings | None:
     from lnn.residuals import analyze
 
     try:
-        return ResidualFindings.of(analyze(model, _one_rate(data)))
+        return ResidualFindings.of(analyze(model, data.at_common_rate()))
     except ValueError:  # recordings too short for the folds and spectra
         return None
-
-
-def _one_rate(data):
-    """The recordings of ``data`` sampled at the step (within 1 %) that holds the most samples."""
-    from lnn.residuals import STEP_TOLERANCE
-
-    ids = np.asarray(data.trajectory)
-    t = np.asarray(data.t, np.float64)
-    recordings = [k for k in np.unique(ids) if np.count_nonzero(ids == k) > 1]
-    steps = {int(k): float(np.median(np.diff(t[ids == k]))) for k in recordings}
-    if not steps:
-        return data
-    best, best_count = None, -1
-    for step in steps.values():
-        members = [k for k, h in steps.items() if abs(h - step) <= STEP_TOLERANCE * step]
-        count = sum(np.count_nonzero(ids == k) for k in members)
-        if count > best_count:
-            best, best_count = members, count
-    return data if len(best) == len(np.unique(ids)) else data.subset(best)
 
 
 def _check(dataset, offsets, ensemble) -> None:
