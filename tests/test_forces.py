@@ -19,6 +19,7 @@ import tensorflow as tf
 import lnn
 import simulations
 from lnn.models.forces import FORCES, Force, LinearForce, friction_names, register_force
+from lnn.models.forces.base import softplus_inverse
 from lnn.models.support import TrainingBox
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -393,6 +394,23 @@ def test_the_joint_network_force_of_a_joint_depends_on_that_joints_state_alone()
     np.testing.assert_allclose(
         term.numpy(np.float64).force(q, qd), term.force(tf.constant(q), tf.constant(qd)).numpy(), rtol=1e-12
     )
+
+
+def test_the_joint_network_level_is_a_function_of_the_rate_plus_one_of_the_angle():
+    """No interaction: at an angle and a rate never seen together the logit is what the rate gives at
+    another angle plus the change along the angle at another rate (``y(a, v) + y(b, w) = y(a, w) + y(b, v)``)."""
+    model = _network_model("structured", seed=8, force="joint_network", scale=0.5)
+    joint = next(term for term in model.forces if term.name == "joint_network")
+    rng = np.random.default_rng(17)
+    q_a, q_b, qd_v, qd_w = rng.normal(size=(4, 32, 2))
+
+    def logit(q, qd):
+        return softplus_inverse(joint.level(tf.constant(q), tf.constant(qd)).numpy())
+
+    both = logit(q_a, qd_v) + logit(q_b, qd_w)
+    np.testing.assert_allclose(logit(q_a, qd_w) + logit(q_b, qd_v), both, rtol=1e-9, atol=1e-9)
+    assert np.abs(logit(q_a, qd_w) - logit(q_a, qd_v)).max() > 1e-2  # both paths matter
+    assert np.abs(logit(q_b, qd_v) - logit(q_a, qd_v)).max() > 1e-2
 
 
 def test_the_training_box_is_the_range_of_the_data_and_a_full_turn_is_not_bounded():

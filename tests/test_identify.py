@@ -417,7 +417,9 @@ def test_the_chosen_learned_stage_is_refitted_to_all_with_its_learned_part_kept(
         if term.name in linear:
             term.assign(np.zeros(2))
     mine = learned_weights(network)
-    assert len(mine) == len(learned_parts) == (6 if kind == "rigid-body" else 13)
+    joint = 11  # the joint friction network: two paths of three layers each, one output bias
+    assert len(network.joint_friction_net.weights) == joint
+    assert len(mine) == len(learned_parts) == (joint if kind == "rigid-body" else joint + 7)
     kept = [w.numpy().copy() for w in mine]
     before = np.mean((np.asarray(network.inverse_dynamics(data.q, data.qd, data.qdd)) - tau) ** 2)
     settings = _linear.Settings(velocity=0.1, weight=1e-9, how="given", layout=layout)

@@ -3,7 +3,7 @@
 Per joint ``j``::
 
     f_j(q_j, qd_j) = -g_j(q_j, qd_j) * tanh(qd_j / v0),    g_j = softplus(y_j),
-    y_j = MLP_j(x_j(q_j), qd_j / qd_std_j)
+    y_j = a_j(qd_j / qd_std_j) + b_j(x_j(q_j))
 
 with ``x_j`` the model's features of coordinate ``j`` alone (``sin q_j, cos
 q_j`` for an angular joint, ``(q_j - mean_j) / std_j`` and a zero for a
@@ -16,12 +16,14 @@ structure of joint friction: a joint's bearing, gear and seal rub with that
 joint's rate and along that joint's stroke, not with the other joints'. One
 MLP of the whole state ``(q, qd)`` can explain a recording's residual with
 any joint's state; with few recordings of a 7-DOF arm it does, and what it
-learns does not carry over to a new recording. The ``n`` small MLPs here have
-three inputs each (their weights a leading joint axis of one set of
-variables, evaluated as one batched product) and can only learn what joint
-friction is: Stribeck, asymmetric, position-dependent levels per joint. What
-depends on the other joints (load-dependent friction) is the ``network``
-force's.
+learns does not carry over to a new recording. Here each joint's logit is
+the sum of a small MLP of its rate ``a_j`` and one of its position ``b_j``
+(:class:`JointMLP`: their weights a leading joint axis, evaluated as batched
+products), which can only learn what joint friction is: Stribeck and
+asymmetric levels of the rate, modulated along the stroke. A sum rather than
+one MLP of both, so that a level is never free at an angle and rate that no
+recording reached together. What depends on the other joints (load-dependent
+friction) is the ``network`` force's.
 
 Each MLP reads its joint's state clipped to the training states' range
 (:mod:`lnn.models.support`): beyond the data the level holds its value at
@@ -46,14 +48,18 @@ from lnn.models.forces.base import register_force, softplus_inverse
 from lnn.models.forces.network import NumpyPassiveFriction, PassiveFriction, derived_seed
 from lnn.models.support import TrainingBox
 
-#: Hidden widths of each joint's MLP.
+#: Hidden widths of each path of each joint's network.
 HIDDEN = (16, 16)
 
 #: The friction level ``g`` (N m) of every joint at initialisation.
 INITIAL = 1e-3
 
-#: Inputs of each joint's MLP: two position features and the scaled rate.
+#: Inputs of each joint's network: two position features and the scaled rate.
 N_INPUTS = 3
+
+#: The two paths of each joint's network and the inputs each reads: the rate path the scaled rate, the
+#: position path the position features (:class:`JointMLP`).
+PATHS = (("rate", (2,)), ("position", (0, 1)))
 
 
 def joint_features(inputs) -> np.ndarray:
@@ -72,14 +78,26 @@ def joint_features(inputs) -> np.ndarray:
 
 
 class JointMLP(keras.layers.Layer):
-    """``n`` MLPs of ``N_INPUTS`` inputs and one output, their weights stacked on a leading joint axis.
+    """``n`` friction logits ``y_j = a_j(u_j,rate) + b_j(u_j,position)``: per joint an MLP of its scaled rate and
+    one of its position features, summed; the weights of every joint stacked on a leading joint axis.
+
+    The sum, and not one MLP of the three inputs, because a learned level must
+    not be free where the data say nothing. A joint's states fill a box of
+    ``(q_j, qd_j)`` only where the motion visits every angle at every rate;
+    held out of the eight others, the DFKI log trajectory_04 reached joint 1's
+    angles at rates the others had reached only at other angles, and one MLP of
+    both put 12 N m of friction there (a torque error of 1.07 N^2 m^2, 38x
+    least squares'; ``benchmarks/bench_real.py --leave-one-out``). A sum is
+    fixed there by what was seen: the level at that rate (at other angles) and
+    the change along the angle (at other rates), the form of the residual
+    analysis' ``f(qd) + g(q)`` (:mod:`lnn.residuals`).
 
     Parameters
     ----------
     n : int
         Joints.
     hidden : tuple of int
-        Hidden widths (the same for every joint).
+        Hidden widths of each path (the same for every joint).
     activation : str
         A key of :data:`lnn.models.activations.ACTIVATIONS`.
     seed : int or None
@@ -95,16 +113,20 @@ class JointMLP(keras.layers.Layer):
         self.seed, self.initial = seed, float(initial)
         rng = np.random.default_rng(seed)
         dtype = self.dtype_policy.variable_dtype
-        widths = (N_INPUTS,) + self.hidden
-        self.kernels, self.biases = [], []
-        for i in range(len(self.hidden)):
-            fan_in, fan_out = widths[i], widths[i + 1]
-            kernel = rng.normal(0.0, 1.0 / np.sqrt(fan_in), (self.n, fan_in, fan_out))
-            self.kernels.append(self._weight(f"w_{i + 1}", kernel, dtype))
-            self.biases.append(self._weight(f"b_{i + 1}", np.zeros((self.n, fan_out)), dtype))
-        last = len(self.hidden) + 1
-        self.w_out = self._weight(f"w_{last}", np.zeros((self.n, self.hidden[-1])), dtype)
-        self.b_out = self._weight(f"b_{last}", np.full(self.n, softplus_inverse(self.initial)), dtype)
+        self.kernels: dict[str, list] = {}
+        self.biases: dict[str, list] = {}
+        self.w_out: dict[str, tf.Variable] = {}
+        for path, inputs in PATHS:
+            widths = (len(inputs),) + self.hidden
+            self.kernels[path], self.biases[path] = [], []
+            for i in range(len(self.hidden)):
+                fan_in, fan_out = widths[i], widths[i + 1]
+                kernel = rng.normal(0.0, 1.0 / np.sqrt(fan_in), (self.n, fan_in, fan_out))
+                self.kernels[path].append(self._weight(f"{path}_w_{i + 1}", kernel, dtype))
+                self.biases[path].append(self._weight(f"{path}_b_{i + 1}", np.zeros((self.n, fan_out)), dtype))
+            last = len(self.hidden) + 1
+            self.w_out[path] = self._weight(f"{path}_w_{last}", np.zeros((self.n, self.hidden[-1])), dtype)
+        self.b_out = self._weight("b_out", np.full(self.n, softplus_inverse(self.initial)), dtype)
         self.built = True
 
     def _weight(self, name, values, dtype):
@@ -113,21 +135,35 @@ class JointMLP(keras.layers.Layer):
         return var
 
     def forward(self, u):
-        """``y (B, n)`` of the per-joint inputs ``u (B, n, N_INPUTS)``."""
+        """``y (B, n)`` of the per-joint inputs ``u (B, n, N_INPUTS)``: the paths' outputs summed."""
         act = ACTIVATIONS[self.activation_name].value
-        h = u
-        for kernel, bias in zip(self.kernels, self.biases):
-            h = act(tf.einsum("bni,nih->bnh", h, kernel) + bias)
-        return tf.einsum("bnh,nh->bn", h, self.w_out) + self.b_out
+        y = self.b_out
+        for path, inputs in PATHS:
+            h = tf.gather(u, list(inputs), axis=-1)
+            for kernel, bias in zip(self.kernels[path], self.biases[path]):
+                h = act(tf.einsum("bni,nih->bnh", h, kernel) + bias)
+            y = y + tf.einsum("bnh,nh->bn", h, self.w_out[path])
+        return y
 
     def call(self, u):
         """Same as :meth:`forward` (Keras entry point)."""
         return self.forward(u)
 
     def arrays(self) -> tuple[list, list, np.ndarray, np.ndarray]:
-        """The weights as float64 arrays: ``(kernels, biases, w_out, b_out)``."""
+        """The weights as one float64 MLP of the ``N_INPUTS`` inputs, the paths side by side (block-diagonal
+        kernels, zero where a path does not read): ``(kernels, biases, w_out, b_out)``, the same function."""
         as64 = lambda v: np.asarray(v, np.float64)  # noqa: E731
-        return [as64(k) for k in self.kernels], [as64(b) for b in self.biases], as64(self.w_out), as64(self.b_out)
+        kernels, biases = [], []
+        for i, width in enumerate(self.hidden):
+            rows = N_INPUTS if i == 0 else self.hidden[i - 1] * len(PATHS)
+            kernel = np.zeros((self.n, rows, width * len(PATHS)))
+            for p, (path, inputs) in enumerate(PATHS):
+                read = list(inputs) if i == 0 else slice(p * self.hidden[i - 1], (p + 1) * self.hidden[i - 1])
+                kernel[:, read, p * width : (p + 1) * width] = as64(self.kernels[path][i])
+            kernels.append(kernel)
+            biases.append(np.concatenate([as64(self.biases[path][i]) for path, _ in PATHS], axis=-1))
+        w_out = np.concatenate([as64(self.w_out[path]) for path, _ in PATHS], axis=-1)
+        return kernels, biases, w_out, as64(self.b_out)
 
     def get_config(self) -> dict:
         """Constructor arguments (Keras serialisation)."""
