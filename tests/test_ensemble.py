@@ -785,9 +785,14 @@ def test_lnn_identify_ensemble_prints_how_each_recording_was_covered(trained, tm
     data.save(tmp_path / "data.npz")
     assert main(["identify", str(tmp_path / "data.npz"), "-o", str(tmp_path / "m.keras"), "--ensemble", "3"]) == 0
     out = capsys.readouterr().out
-    assert asked["ensemble"] == 3
+    assert asked["ensemble"] == 3 and asked["residual_lagrangian"] is None  # the library's default
     assert "tau intervals calibrated on the validation data: scale" in out
     assert "nominal 90%: each of 3 recordings, calibrated on the others, covered per coordinate" in out
+    for flag, value in (("both", "both"), ("yes", True), ("no", False)):
+        arguments = ["identify", str(tmp_path / "data.npz"), "-o", str(tmp_path / "m.keras")]
+        assert main([*arguments, "--residual-lagrangian", flag, "--force"]) == 0
+        assert asked["residual_lagrangian"] == value and asked["residual_lagrangian"] is value
+    capsys.readouterr()
     uncalibrated = lnn.Ensemble.from_members(trained.ensemble.members)
     from lnn.cli._common import print_calibration
 

@@ -27,7 +27,7 @@ def register(subparsers) -> None:
         description="The package's recipe for robots (lnn.identify): with --urdf, identify every "
         "body's inertial parameters, the joints' friction and the torque offsets by least squares "
         "(regularised towards the URDF as much as held-out data asks, kept physical), "
-        "then learn a residual Lagrangian network and a passive friction network of each joint's state; "
+        "then learn a passive friction network of each joint's state (and, on request, a residual Lagrangian); "
         "without it, fit a trigonometric Lagrangian (mass matrix and potential linear in their "
         "parameters over products of the joints' cos and sin: no kinematics needed) by the same "
         "least squares, then the same learned stages. The simplest stage whose validation "
@@ -84,6 +84,13 @@ def register(subparsers) -> None:
         help="learn an ensemble of K members (bootstraps of the recordings) with intervals calibrated on the "
         "validation data and the samples out of each member's bag (lnn.Ensemble)",
     )
+    parser.add_argument(
+        "--residual-lagrangian",
+        choices=("yes", "no", "both"),
+        default=None,
+        help="add a residual Lagrangian network to the learned friction (yes), not (no), or train both and let "
+        "the validation choose (both); default: only where --friction names no learned force",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     parser.add_argument("--force", action="store_true", help="replace FILE if it exists")
     parser.set_defaults(func=run)
@@ -114,6 +121,7 @@ def run(args) -> int:
         seed=args.seed,
         validation=args.validation,
         ensemble=args.ensemble,
+        residual_lagrangian={None: None, "yes": True, "no": False, "both": "both"}[args.residual_lagrangian],
         progress=lambda message: print("  " + message, flush=True),
     )
     print(model.report.format())

@@ -10,8 +10,11 @@ construction) and, on
 request, a structured residual Lagrangian (``T_r = 1/2 |C(q)^T qd|^2``,
 ``V_r(q)``, both starting near zero), trained on the torques by
 :func:`lnn.fit` (torque loss, its best validation epoch kept). The residual
-Lagrangian is a second candidate (``identify`` trains both unless told, an
-ensemble too), not a part of every stage: on a simulated two-link URDF
+Lagrangian is trained on request (``residual_lagrangian=True``, or
+``"both"`` to let the validation choose), not a part of every stage: held
+out of the other eight in turn, two of the nine DFKI logs met it where it
+did not transfer (``benchmarks/bench_real.py --leave-one-out``), and on a
+simulated two-link URDF
 robot with planted Stribeck, asymmetric and position-dependent friction
 (``tests/test_identify.py``, 40 s) the friction network alone took the held-out error of the linear fit
 from 0.0037 to 0.0024 N^2 m^2 on joint 1 (541 epochs), with the residual
