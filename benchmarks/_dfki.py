@@ -152,14 +152,14 @@ class ImportedSplit:
     window: int  # the training logs' window (samples at 2 ms), with which the test log was read
 
 
-def imported_split() -> ImportedSplit:
-    """:data:`TRAIN` in one :func:`imported` call and :data:`TEST` read with the window their torques chose.
+def imported_split(train=TRAIN, test=TEST) -> ImportedSplit:
+    """The ``train`` logs in one :func:`imported` call and the ``test`` logs read with their window
+    (:func:`_reading.read_held_out`: the span their torques chose, at a test log's own step)."""
+    from _reading import read_held_out
 
-    Read alone, the test log's window would be chosen by its own torques, the score's targets.
-    """
-    read = imported(TRAIN)
-    window = read.report.files[0].window_qdd[0]
-    return ImportedSplit(read.dataset, imported(TEST, window=window).dataset, read.report, window)
+    read = imported(train)
+    held = read_held_out(lambda paths, window: imported(paths, window=window), test, read.report)
+    return ImportedSplit(read.dataset, held.dataset, read.report, read.report.files[0].window_qdd[0])
 
 
 def torque_mse(system, dataset: lnn.Dataset) -> np.ndarray:

@@ -355,15 +355,16 @@ def _read(train_paths, test_paths, window) -> tuple[lnn.Dataset, lnn.Dataset]:
     rule's, per coordinate, where the torques did not decide), as a model is
     fed new logs of its robot.
     """
+    from functools import partial
+
+    from _reading import read_held_out
+
     from lnn.logs import import_csv
 
-    columns = dict(time="time", q=_COLUMNS[:7], tau=_COLUMNS[7:], angular=True)
-    train = import_csv(list(train_paths), window=window, **columns)
-    first = train.report.files[0]
-    if window is None:
-        window = first.window_qdd[0] if first.window_rule == "torque" else "spectrum"
-    test = lnn.Dataset.from_csv(list(test_paths), window=window, **columns)
-    return train.dataset, test
+    read = partial(import_csv, time="time", q=_COLUMNS[:7], tau=_COLUMNS[7:], angular=True)
+    train = read(list(train_paths), window=window)
+    test = read_held_out(read, list(test_paths), train.report)
+    return train.dataset, test.dataset
 
 
 def _measured(recordings: lnn.Trajectory, k: int, bias: np.ndarray, rng: np.random.Generator):

@@ -48,6 +48,7 @@ PANDA_WINDOWS = (101, 201, 301, 401, 801)
 
 def dfki(folder: Path) -> None:
     import _dfki
+    from _reading import read_held_out
 
     import simulations
     from lnn.baseline import least_squares
@@ -75,8 +76,8 @@ def dfki(folder: Path) -> None:
         rule = result.report.files[0].window_rule
         tests = [("", _dfki.imported(_dfki.TEST, window=window))]
         if window is None:  # the test log with the training logs' window too
-            same = result.report.files[0].window_qdd[0]
-            tests.append((f" (test with the training's {same})", _dfki.imported(_dfki.TEST, window=same)))
+            same = read_held_out(lambda paths, window: _dfki.imported(paths, window=window), _dfki.TEST, result.report)
+            tests.append((f" (test with the training's {same.report.files[0].window_qdd[0]})", same))
         for note, test in tests:
             mse = _dfki.torque_mse(fit, test.dataset)
             shown = f"{_span(windows)}; test {test.report.files[0].window_qdd[0]}{note}"
@@ -95,7 +96,10 @@ def dfki(folder: Path) -> None:
 
 
 def panda(seed: int) -> None:
+    from functools import partial
+
     import _panda
+    from _reading import read_held_out
 
     from lnn.baseline import least_squares
     from lnn.logs import import_csv
@@ -114,8 +118,7 @@ def panda(seed: int) -> None:
             t0 = time.perf_counter()
             train = import_csv(logs.train_files[0], window=window, **columns)
             seconds = time.perf_counter() - t0
-            same = train.report.files[0].window_qdd[0] if train.report.files[0].window_rule == "torque" else window
-            test = import_csv(logs.test_files[0], window=same, **columns)  # not chosen by the held-out torques
+            test = read_held_out(partial(import_csv, **columns), logs.test_files[0], train.report)  # not its torques
             fit = least_squares(train.dataset, logs.nominal, friction="viscous+coulomb", friction_velocity=v0)
             truth_train = np.mean(_panda.torque_mse(logs.truth, train.dataset))
             truth_test = np.mean(_panda.torque_mse(logs.truth, test.dataset))
