@@ -157,7 +157,7 @@ def identify(
         both: held out of the eight others in turn, each of the nine DFKI
         logs tells what one validation log cannot. The residual Lagrangian
         was chosen on five of them and erred 1.5x least squares on
-        trajectory_11 and, in four runs of 240 s, 1.1-19.6x on trajectory_04
+        trajectory_11 and, in five runs of 240 s, 0.93-19.6x on trajectory_04
         (it helped most on two others: 0.54x, 0.58x); the learned forces
         alone erred 0.70-1.05x on every log, median 0.89x, summed 0.91x
         (``benchmarks/bench_real.py --leave-one-out``; docs/benchmarks/real-robots.md).
