@@ -158,7 +158,7 @@ def imported_split(train=TRAIN, test=TEST) -> ImportedSplit:
     from _reading import read_held_out
 
     read = imported(train)
-    held = read_held_out(lambda paths, window: imported(paths, window=window), test, read.report)
+    held = read_held_out(imported, test, read.report)
     return ImportedSplit(read.dataset, held.dataset, read.report, read.report.files[0].window_qdd[0])
 
 

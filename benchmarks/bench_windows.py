@@ -76,7 +76,7 @@ def dfki(folder: Path) -> None:
         rule = result.report.files[0].window_rule
         tests = [("", _dfki.imported(_dfki.TEST, window=window))]
         if window is None:  # the test log with the training logs' window too
-            same = read_held_out(lambda paths, window: _dfki.imported(paths, window=window), _dfki.TEST, result.report)
+            same = read_held_out(_dfki.imported, _dfki.TEST, result.report)
             tests.append((f" (test with the training's {same.report.files[0].window_qdd[0]})", same))
         for note, test in tests:
             mse = _dfki.torque_mse(fit, test.dataset)
