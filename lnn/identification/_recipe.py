@@ -488,10 +488,11 @@ def _residual_variants(learning: dict, terms) -> tuple[bool, ...]:
     if not learning["residual"]:
         return ()
     chosen = learning["lagrangian"]
-    variants = (False, True) if chosen == BOTH else (False,) if chosen is None else (bool(chosen),)
     if not terms.learned:  # without learned forces only the Lagrangian learns
         return () if chosen is False else (True,)
-    return variants
+    if chosen == BOTH:
+        return (False, True)
+    return (False,) if chosen is None else (bool(chosen),)
 
 
 class _Terms:
@@ -629,7 +630,7 @@ def _findings(model, data) -> ResidualFindings | None:
         return None
 
 
-def _check(dataset, offsets, ensemble, residual_lagrangian=None) -> None:
+def _check(dataset, offsets, ensemble, residual_lagrangian) -> None:
     tau = getattr(dataset, "tau", None)
     if tau is None or not hasattr(dataset, "qdd"):
         raise TypeError(f"identify needs an lnn.Dataset with q, qd, qdd and tau; got {type(dataset).__name__}")
