@@ -100,7 +100,11 @@ def train_residual(
     stage's 0.0086); frozen, it kept the linear stage's transfer (test 0.0225
     against 0.0227; ``benchmarks/bench_real.py``, 120 s). The rigid body's
     inertias frozen did not help there (0.0247 against 0.0239: joint 1 no
-    longer improves).
+    longer improves), nor with the additive joint friction and the logs read
+    by the import (2026-12-05, 240 s, held out of the other eight:
+    trajectory_03, 04, 12 erred 0.0120, 0.0281, 0.0145 frozen against 0.0125,
+    0.0291, 0.0140 trained along; joint 1's gain on trajectory_03 went, 0.0161
+    against 0.0140, and joint 2's loss stayed; docs/benchmarks/real-robots.md).
 
     Parameters
     ----------
