@@ -651,7 +651,7 @@ def _split(dataset, fraction: float, seed: int):
     """Whole recordings held out when there are at least three (a robot's logs differ: sensor bias,
     temperature), at least one; else time blocks of the one or two recordings, a derivative window apart.
 
-    One recording of eight by default. Two (``validation=0.25``), on each DFKI log held out of the other
+    Of eight recordings the default holds out one. Two (``validation=0.25``), on each DFKI log held out of the other
     eight (2026-12-05, 240 s): the same stages chosen, held-out error median 0.91x least squares, summed
     0.94x, against 0.89x and 0.91x with one (docs/benchmarks/real-robots.md)."""
     K = dataset.n_trajectories
