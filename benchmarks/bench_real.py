@@ -161,8 +161,8 @@ def leave_one_out(folder: Path, seconds: float, *, names=None, members: int | No
 
     import lnn
     import simulations
-    from lnn import uncertainty
     from lnn.baseline import least_squares
+    from lnn.uncertainty import LEVELS
 
     os.environ["LNN_DFKI_DATA"] = str(folder)
     logs = sorted(_dfki.TRAIN + _dfki.TEST)
@@ -193,9 +193,9 @@ def leave_one_out(folder: Path, seconds: float, *, names=None, members: int | No
         shown = ""
         if members is not None:
             p = model.predict(test.q, test.qd, qdd=test.qdd)
-            cover = [uncertainty.coverage(test.tau, p.tau, p.tau_std, level, p.tau_dof) for level in (0.5, 0.9)]
-            covers.append(cover)
-            shown = "".join(f" {c[0]:.1%}, {c[1]:.1%} |" for c in cover)
+            cover = lnn.metrics.calibration(test.tau, p.tau, p.tau_std, output="tau", dof=p.tau_dof).coverage
+            covers.append([cover[level] for level in LEVELS])
+            shown = "".join(f" {cover[level][0]:.1%}, {cover[level][1]:.1%} |" for level in LEVELS)
         print(
             f"| {held} | {len(test)} | {split.window} | {baseline:.4f} | {error:.4f} ({model.report.chosen}) "
             f"| {error / baseline:.2f} | {listed} | {elapsed:.0f} |{shown}",
@@ -214,7 +214,7 @@ def leave_one_out(folder: Path, seconds: float, *, names=None, members: int | No
         )
     if covers:
         covered = np.array(covers)  # (logs, level, joint)
-        for i, level in enumerate((0.5, 0.9)):
+        for i, level in enumerate(LEVELS):
             spans = ", ".join(
                 f"J{j + 1} median {np.median(covered[:, i, j]):.1%} "
                 f"({np.min(covered[:, i, j]):.1%}-{np.max(covered[:, i, j]):.1%})"
@@ -284,10 +284,12 @@ def calibration(
         f"\nDFKI, identify(..., ensemble={members}), URDF prior, {time.perf_counter() - t0:.0f} s "
         f"(chose {model.report.chosen}); on trajectory_03 (J1, J2):"
     )
-    for level in (0.5, 0.9):
-        covered = uncertainty.coverage(test.tau, prediction.tau, prediction.tau_std, level, prediction.tau_dof)
+    held_out = lnn.metrics.calibration(
+        test.tau, prediction.tau, prediction.tau_std, output="tau", dof=prediction.tau_dof
+    )
+    for level, covered in held_out.coverage.items():
         print(f"  {level:.0%} torque intervals cover {covered[0]:.1%}, {covered[1]:.1%}")
-    nll = uncertainty.predictive_nll(test.tau, prediction.tau, prediction.tau_std, prediction.tau_dof)
+    nll = held_out.nll
     print(f"  negative log-likelihood per sample {nll[0]:.3f}, {nll[1]:.3f} nats")
     members_mse = np.mean((prediction.tau_members - np.asarray(test.tau)[None]) ** 2, axis=1)  # (K, n)
     mean_mse = np.mean((prediction.tau - test.tau) ** 2, axis=0)
