@@ -1,4 +1,4 @@
-"""Real robots: held-out torque error of lnn.identify against classical identification.
+r"""Real robots: held-out torque error of lnn.identify against classical identification.
 
 The DFKI double pendulum (real hardware, measured motor torques; BSD-3 data
 kept outside the project, path given by ``--data``): train on
@@ -24,12 +24,14 @@ on the last 30 % (issue 30's real 7-DOF case: the held-out part is later and
 reaches states the training part did not). ``--leave-one-out`` holds out
 each of the nine DFKI logs in turn (the eight others read in one import):
 the ratio to least squares, and with ``--ensemble K`` the intervals' cover,
-over the logs rather than on trajectory_03 alone.
+over the logs rather than on trajectory_03 alone (``--no-prior``: ``identify``
+without the URDF).
 
 Usage::
 
     python benchmarks/bench_real.py --data ../shared/data/dfki_double_pendulum [--time 120] [--panda] [--protocol]
-    python benchmarks/bench_real.py --data ../shared/data/dfki_double_pendulum --leave-one-out [--ensemble 5]
+    python benchmarks/bench_real.py --data ../shared/data/dfki_double_pendulum --leave-one-out \
+        [--ensemble 5] [--no-prior]
     python benchmarks/bench_real.py --single-log [--seed 0] [--time 120]   # no DFKI data needed
 """
 
@@ -147,15 +149,16 @@ def dfki(folder: Path, seconds: float, *, imported: bool = False) -> None:
         print("\n".join("    " + line for line in model.report.format().splitlines()), flush=True)
 
 
-def leave_one_out(folder: Path, seconds: float, *, names=None, members: int | None = None) -> None:
-    """Each of the nine DFKI logs held out in turn, ``identify`` (URDF prior) against least squares.
+def leave_one_out(folder: Path, seconds: float, *, names=None, members: int | None = None, prior: bool = True) -> None:
+    """Each of the nine DFKI logs held out in turn, ``identify`` (URDF prior, or none) against least squares.
 
     The protocol's one test log is one number: this reads the eight other logs as a user does (one
     ``lnn import`` call), the held-out log with their window, and scores least squares (viscous +
     Coulomb + offset), ``identify`` with its default options and each of its stages on it. With
     ``members``, ``identify(..., ensemble=members)`` and the cover of its 50 % and 90 % torque
-    intervals on the held-out log too. The summary is over the logs: the median ratio to least
-    squares, the ratio of the summed errors, and the median and range of the covers.
+    intervals on the held-out log too. Without ``prior``, ``identify`` without the URDF (the
+    trigonometric stages; least squares keeps it, as the baseline). The summary is over the logs: the
+    median ratio to least squares, the ratio of the summed errors, and the median and range of the covers.
     """
     import _dfki
 
@@ -170,7 +173,8 @@ def leave_one_out(folder: Path, seconds: float, *, names=None, members: int | No
     options = {} if members is None else {"ensemble": members}
     print(
         f"DFKI double pendulum, each log held out of the other {len(logs) - 1}; "
-        f"identify {seconds:.0f} s, seed 0{'' if members is None else f', ensemble={members}'}"
+        f"identify {seconds:.0f} s, seed 0, {'URDF prior' if prior else 'no prior'}"
+        f"{'' if members is None else f', ensemble={members}'}"
     )
     covers_head = "" if members is None else " 50 % cover J1, J2 | 90 % cover J1, J2 | std x for 50 % |"
     print(f"| held out | samples | window | least squares | identify (stage) | ratio | its stages | s |{covers_head}")
@@ -181,7 +185,7 @@ def leave_one_out(folder: Path, seconds: float, *, names=None, members: int | No
         test = split.test
         baseline = np.mean(_dfki.torque_mse(least_squares(split.train, robot, friction="viscous+coulomb"), test))
         t0 = time.perf_counter()
-        model = lnn.identify(split.train, prior=robot, time_limit=seconds, seed=0, **options)
+        model = lnn.identify(split.train, prior=robot if prior else None, time_limit=seconds, seed=0, **options)
         elapsed = time.perf_counter() - t0
         error = np.mean(_dfki.torque_mse(model, test))
         stages = {
@@ -441,6 +445,7 @@ def main(argv=None) -> None:
         default=None,
         help="only the DFKI logs each held out of the others (all nine, or the named ones), as a user reads them",
     )
+    parser.add_argument("--no-prior", action="store_true", help="with --leave-one-out: identify without the URDF prior")
     reading = parser.add_mutually_exclusive_group()
     reading.add_argument(
         "--imported",
@@ -460,7 +465,9 @@ def main(argv=None) -> None:
     if args.data is None and not args.panda_only:
         parser.error("--data is required (the folder of the DFKI logs) unless --panda-only or --single-log")
     if args.leave_one_out is not None:
-        leave_one_out(args.data, args.time, names=args.leave_one_out or None, members=args.ensemble)
+        leave_one_out(
+            args.data, args.time, names=args.leave_one_out or None, members=args.ensemble, prior=not args.no_prior
+        )
         return
     if args.ensemble is not None:
         calibration(args.data, args.time, args.ensemble, figure=args.figure, force=args.force, imported=args.imported)
