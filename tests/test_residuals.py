@@ -146,6 +146,31 @@ def test_recordings_are_never_crossed_and_sample_order_does_not_matter():
     np.testing.assert_array_equal(c.qd_share, b.qd_share)
 
 
+def test_by_recordings_scores_what_carries_over_to_a_recording_not_fitted_on():
+    """Joint 0's Stribeck friction is the same in every recording, joint 1's position term changes sign from
+    one recording to the next: held-out blocks see the friction and nothing of the position term (the pooled
+    function of q1 is zero); held-out recordings see the friction and that a fitted position term makes a new
+    recording worse (fitted on three recordings, a third of the term with the wrong sign: 1 - (4/3)^2)."""
+    data = _data(planted=_stribeck, noise=0.05)
+    sign = np.where(data.trajectory % 2 == 0, 1.0, -1.0)
+    position = 0.3 * np.sin(2 * data.q[:, 1])
+    flipped = dataclasses.replace(data, tau=data.tau + np.stack([0 * sign, (sign - 1.0) * position], -1))
+    blocks = residuals.analyze(SYSTEM, flipped)
+    recordings = residuals.analyze(SYSTEM, flipped, by="recordings")
+    assert recordings.by == "recordings" and recordings.folds == RECORDINGS
+    np.testing.assert_array_equal(recordings.fold, data.trajectory)
+    assert recordings.qd_share[0] > 0.9 and blocks.qd_share[0] > 0.9
+    assert abs(blocks.q_share[1]) < 0.05
+    assert recordings.q_share[1] == pytest.approx(1 - (4 / 3) ** 2, abs=0.1)
+    assert np.all(np.isnan(recordings.bias_share)) and np.all(np.isfinite(blocks.bias_share))
+    np.testing.assert_array_equal(recordings.residual, blocks.residual)
+    assert "held-out recordings" in recordings.format() and "held-out recordings" not in blocks.format()
+    with pytest.raises(ValueError, match="at least two recordings, got 1"):
+        residuals.analyze(SYSTEM, _data(recordings=1), by="recordings")
+    with pytest.raises(ValueError, match="by must be"):
+        residuals.analyze(SYSTEM, data, by="logs")
+
+
 def test_a_lagrangian_network_returns_tensors_that_are_converted():
     data = _data(noise=0.05, recordings=2)
     model = lnn.LagrangianNetwork(2, hidden=(8,), angular=(True, True), dtype="float64", seed=0)
