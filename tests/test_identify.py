@@ -173,6 +173,8 @@ def test_identify_with_a_urdf_prior_recovers_planted_bodies_biases_and_friction_
     planted = BIASES - BIASES.mean(axis=0)
     assert np.corrcoef(offsets.ravel(), planted.ravel())[0, 1] > 0.7, (offsets, planted)
     assert report.findings is not None and np.all(report.findings.qd_share > 0.2)  # it saw the friction
+    assert np.all(report.findings.new_log_share > 0.2)  # the same friction in every log: it carries over
+    assert "f(qd) + g(q) on a new log" in report.format()
     held_out = _logs(truth, seed=1)  # new logs: their bias (beyond the mean) is unknown to any model
     bias = BIASES[np.asarray(held_out.trajectory)] - BIASES.mean(axis=0)
 
@@ -563,6 +565,9 @@ def test_the_residual_findings_read_the_recordings_of_the_most_common_rate():
     assert same_rate.at_common_rate() is same_rate  # 0.03 % apart: one rate, nothing left out
     findings = _findings(system, data)
     assert findings is not None and findings.qd_share.max() > 0.5  # the friction left over: a function of qd
+    assert findings.new_log_share.max() > 0.5  # the same friction in both 2 ms logs: it carries to the other
+    one = _findings(system, data.subset([0]))
+    assert one is not None and np.all(np.isnan(one.new_log_share)) and "on a new log n/a" in one.format()
 
 
 # -- lnn identify --urdf: which URDF joint each coordinate is ------------------------------------------------
