@@ -152,8 +152,8 @@ class ResidualAnalysis:
         The frequency below which half of the residual's power lies (Hz).
     by : {"blocks", "recordings"}
         What the shares held out: time blocks of every recording, or whole
-        recordings (the functions of ``qd_j``, ``q_j`` and ``qdd_j`` then
-        scored on each recording's residual less its own mean).
+        recordings (every share then scored on each recording's residual
+        less its own mean).
     """
 
     t: np.ndarray
