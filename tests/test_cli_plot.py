@@ -230,6 +230,7 @@ def test_plot_residuals_of_a_model_on_a_dataset(files, tmp_path, capsys):
     assert output.stat().st_mtime_ns == stamp
     assert main(argv + ["--force", "--coordinate", "1"]) == 0
     assert output.stat().st_mtime_ns != stamp
+    assert main(argv + ["--force", "--by", "recordings"]) == 0  # the dataset's two trajectories, each held out
     assert main(["plot", "residuals", str(files / "model.keras"), "-o", str(tmp_path / "r.png")]) == 2
     assert "needs exactly one dataset" in capsys.readouterr().err
     assert main(["plot", "residuals", str(files / "dataset.npz"), "-o", str(tmp_path / "r.png")]) == 2

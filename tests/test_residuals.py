@@ -254,3 +254,10 @@ def test_plot_from_a_model_into_given_axes_and_one_joint():
         lnn.plot.residuals(result.analysis, data)
     with pytest.raises(TypeError, match="needs data"):
         lnn.plot.residuals(SYSTEM)
+    fig = Figure()
+    new_logs = lnn.plot.residuals(SYSTEM, data, coordinates=0, axes=fig.subplots(1, 5), by="recordings")
+    assert new_logs.analysis.by == "recordings"
+    label = new_logs.axes[0][0].texts[0].get_text()
+    assert label == f"explained on new logs {100 * new_logs.analysis.qd_share[0]:.0f} %"
+    assert result.axes[0][0].texts[0].get_text().startswith("explained ")
+    assert "new logs" not in result.axes[0][0].texts[0].get_text()

@@ -64,6 +64,13 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--threshold", type=float, default=0.1, help="error level ending the valid prediction time (default 0.1)"
     )
+    parser.add_argument(
+        "--by",
+        choices=("blocks", "recordings"),
+        default="blocks",
+        help="residuals: shares on held-out time blocks (default) or on whole recordings held out, i.e. what "
+        "carries over to a new log",
+    )
     parser.add_argument("--fps", type=float, default=25.0, help="animation frames per second")
     parser.add_argument(
         "--layout", choices=("overlay", "side-by-side"), default="overlay", help="animation layout (default overlay)"
@@ -239,7 +246,7 @@ def _draw(args, inputs: _Inputs):
     if args.kind == "residuals":
         if len(inputs.datasets) != 1:
             raise ValueError(f"plot residuals needs exactly one dataset .npz (with torques), got {args.inputs}")
-        return plot.residuals(_model(args, inputs), inputs.datasets[0][1], coordinates=coordinates)
+        return plot.residuals(_model(args, inputs), inputs.datasets[0][1], coordinates=coordinates, by=args.by)
     if args.kind == "calibration":
         if len(inputs.datasets) != 1:
             raise ValueError(f"plot calibration needs exactly one held-out dataset .npz, got {args.inputs}")

@@ -74,14 +74,14 @@ def _label(ax, text: str) -> None:
     )
 
 
-def _scatter(ax, x, y, curve, share: float, max_points: int) -> None:
+def _scatter(ax, x, y, curve, share: float, max_points: int, where: str = "") -> None:
     from matplotlib.ticker import MaxNLocator
 
     keep = np.unique(np.linspace(0, x.shape[0] - 1, min(x.shape[0], max_points)).astype(int))
     ax.scatter(x[keep], y[keep], s=1.0, color="0.6", linewidths=0, rasterized=True)
     ax.stairs(curve.mean, curve.edges, color=LEARNED_COLOR, linewidth=1.2, baseline=None)
     ax.xaxis.set_major_locator(MaxNLocator(4))
-    _label(ax, f"explained {100 * share:.0f} %" if np.isfinite(share) else "")
+    _label(ax, f"explained{where} {100 * share:.0f} %" if np.isfinite(share) else "")
 
 
 def _time(ax, analysis, j: int) -> None:
@@ -140,6 +140,7 @@ def residuals(
     max_lag: float = 0.1,
     block: float = 2.0,
     segment: float = 4.0,
+    by: str = "blocks",
     max_points: int = 4000,
     axes=None,
     fig=None,
@@ -165,8 +166,10 @@ def residuals(
         ``t (N,)``, ``q, qd, qdd, tau (N, n)``, recording ids ``trajectory (N,)``.
     coordinates : int or sequence of int, keyword-only
         Joints to plot, one row each (default: all, at most 4).
-    folds, bins, max_lag, block, segment : keyword-only
-        Options of :func:`lnn.residuals.analyze` (unused with an analysis).
+    folds, bins, max_lag, block, segment, by : keyword-only
+        Options of :func:`lnn.residuals.analyze` (unused with an analysis);
+        ``by="recordings"``: the shares of whole recordings held out (what
+        carries over to a new log), labelled "on new logs".
     max_points : int, keyword-only
         Most samples drawn in each scatter panel (evenly strided).
     axes : array_like of matplotlib.axes.Axes, shape ``(rows, 5)``, keyword-only
@@ -186,7 +189,9 @@ def residuals(
     else:
         if data is None:
             raise TypeError("residuals needs data (an lnn.Dataset) to analyse the model on")
-        analysis = _analysis.analyze(model, data, folds=folds, bins=bins, max_lag=max_lag, block=block, segment=segment)
+        analysis = _analysis.analyze(
+            model, data, folds=folds, bins=bins, max_lag=max_lag, block=block, segment=segment, by=by
+        )
     if isinstance(max_points, (bool, np.bool_)) or not isinstance(max_points, (int, np.integer)) or max_points < 2:
         raise ValueError(f"max_points must be an integer >= 2, got {max_points!r}")
     n = analysis.n_dof
@@ -197,8 +202,9 @@ def residuals(
         for r, j in enumerate(rows):
             ax = dict(zip(PANELS, grid[r]))
             y = analysis.residual[:, j]
-            _scatter(ax["qd"], analysis.qd[:, j], y, analysis.qd_mean[j], analysis.qd_share[j], max_points)
-            _scatter(ax["q"], analysis.q[:, j], y, analysis.q_mean[j], analysis.q_share[j], max_points)
+            where = " on new logs" if analysis.by == "recordings" else ""
+            _scatter(ax["qd"], analysis.qd[:, j], y, analysis.qd_mean[j], analysis.qd_share[j], max_points, where)
+            _scatter(ax["q"], analysis.q[:, j], y, analysis.q_mean[j], analysis.q_share[j], max_points, where)
             _time(ax["time"], analysis, j)
             _spectrum(ax["spectrum"], analysis, j, r == 0)
             _lags(ax["lag"], analysis, j, r == 0)
