@@ -247,8 +247,7 @@ def _nominal_factor(truth, mean, std, dof) -> np.ndarray:
     from lnn.uncertainty import standard_quantile
 
     z = np.abs(np.asarray(truth, np.float64) - mean) / std
-    half = np.array([float(standard_quantile(0.5, d)) for d in np.asarray(dof, np.float64).reshape(-1)])
-    return np.median(z, axis=0) / half
+    return np.median(z, axis=0) / standard_quantile(0.5, dof)
 
 
 def calibration(
