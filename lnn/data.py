@@ -26,7 +26,7 @@ import numpy as np
 
 from lnn import _validate
 from lnn.errors import TimeSplitWarning
-from lnn.ingest import ImportedLogs, read_csv, read_rosbag
+from lnn.ingest import ImportedLogs, WindowRule, read_csv, read_rosbag
 from lnn.integrate import rollout
 from lnn.residuals import STEP_TOLERANCE
 from lnn.trajectory import Trajectory
@@ -97,6 +97,11 @@ class Dataset:
         Names of the ``n`` joints (e.g. a robot's URDF joints), in the order
         of the coordinates; None when unknown. Imported logs fill it from a
         ROS bag's joint names or from named CSV position columns.
+    window_rule : lnn.ingest.WindowRule or None
+        How the import chose the Savitzky–Golay windows of ``qd`` and
+        ``qdd`` (imported logs; None otherwise): ``window=dataset.window_rule``
+        (``lnn import --like``) reads held-out logs of the robot with the
+        windows the training logs got, not windows their own torques chose.
 
     Raises
     ------
@@ -118,6 +123,7 @@ class Dataset:
     dt: float = math.nan
     derivative_span: float = math.nan
     joint_names: tuple | None = None
+    window_rule: WindowRule | None = None
 
     def __post_init__(self) -> None:
         t = _float_array(self.t, "t")
@@ -160,6 +166,10 @@ class Dataset:
             raise ValueError(f"Dataset.derivative_span must be >= 0 seconds or NaN; got {span!r}")
         object.__setattr__(self, "derivative_span", span)
         object.__setattr__(self, "joint_names", _joint_names(self.joint_names, n))
+        if self.window_rule is not None and not isinstance(self.window_rule, WindowRule):
+            raise TypeError(
+                f"Dataset.window_rule must be an lnn.ingest.WindowRule or None; got {type(self.window_rule).__name__}"
+            )
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -251,6 +261,7 @@ class Dataset:
             dt=self.dt,
             derivative_span=self.derivative_span,
             joint_names=self.joint_names,
+            window_rule=self.window_rule,
         )
 
     def _rows(self, keep: np.ndarray, ids: np.ndarray) -> Dataset:
@@ -269,6 +280,7 @@ class Dataset:
             dt=self.dt,
             derivative_span=self.derivative_span,
             joint_names=self.joint_names,
+            window_rule=self.window_rule,
         )
 
     def split(
@@ -636,7 +648,7 @@ class Dataset:
         delimiter: str | None = None,
         step: float | None = None,
         max_gap: float | None = None,
-        window: int | None = None,
+        window: int | str | WindowRule | None = None,
         order: int = 4,
         trim: bool = True,
         velocity: str = "q",
@@ -677,9 +689,14 @@ class Dataset:
             Step of the uniform grid (s); default: the files' nominal step.
         max_gap : float, optional
             Holes longer than this (s) split a log; default ``max(3 h, W h / 4)``.
-        window : int, optional
+        window : int, "spectrum" or lnn.ingest.WindowRule, optional
             Odd Savitzky–Golay window (samples) for ``qd`` and ``qdd`` of every
-            coordinate; default: per coordinate, :func:`lnn.ingest.choose_window`.
+            coordinate; ``"spectrum"``: per coordinate from the positions
+            (:func:`lnn.ingest.choose_window`); a rule (another import's
+            :attr:`window_rule`): the windows it gives at each file's step,
+            so that held-out logs are read as the training logs were; default:
+            one window, where the motion explains the torques best
+            (:class:`lnn.ingest.Cleaning`).
         order : int
             Degree of the Savitzky–Golay polynomials (at least 2).
         trim : bool
@@ -738,7 +755,7 @@ class Dataset:
         angular=False,
         step: float | None = None,
         max_gap: float | None = None,
-        window: int | None = None,
+        window: int | str | WindowRule | None = None,
         order: int = 4,
         trim: bool = True,
         velocity: str = "q",
@@ -827,6 +844,7 @@ class Dataset:
             dt=logs.dt,
             derivative_span=logs.derivative_span,
             joint_names=logs.joint_names,
+            window_rule=logs.window_rule,
         )
 
     # --------------------------------------------------------------------- I/O
@@ -858,6 +876,7 @@ class Dataset:
                 "dt": None if math.isnan(self.dt) else self.dt,
                 "derivative_span": None if math.isnan(self.derivative_span) else self.derivative_span,
                 "joint_names": None if self.joint_names is None else list(self.joint_names),
+                "window_rule": None if self.window_rule is None else self.window_rule.to_json(),
             },
             overwrite=overwrite,
         )
@@ -894,6 +913,7 @@ class Dataset:
                 dt=metadata.get("dt"),
                 derivative_span=metadata.get("derivative_span"),
                 joint_names=metadata.get("joint_names"),  # absent from files written before: None
+                window_rule=_window_rule(metadata.get("window_rule")),  # likewise
             )
         except (ValueError, TypeError) as exc:
             raise ValueError(f"{str(path)!r} holds an invalid dataset: {exc}") from exc
@@ -1536,6 +1556,11 @@ def estimate_derivatives(
 
 
 # -------------------------------------------------------------------- helpers
+
+
+def _window_rule(record) -> WindowRule | None:
+    """The :class:`lnn.ingest.WindowRule` a dataset file recorded (None: none recorded)."""
+    return None if record is None else WindowRule.from_json(record)
 
 
 def _float_array(value, name: str) -> np.ndarray:

@@ -5,7 +5,7 @@ dataset only; these return it with the :class:`ImportReport` (rows dropped,
 held samples, gaps, the step, the windows, the torque lag), which ``lnn
 import`` prints. The pipeline itself (numpy only, below :mod:`lnn.data`) is
 :mod:`lnn.ingest`, where each step and the rules behind the defaults are
-described; its report classes and :func:`choose_window` are re-exported here.
+described; its report classes, :class:`WindowRule` and :func:`choose_window` are re-exported here.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from lnn.ingest import (
     Gap,
     ImportReport,
     WindowChoice,
+    WindowRule,
     choose_window,
     read_csv,
     read_rosbag,
@@ -30,6 +31,7 @@ __all__ = [
     "ImportReport",
     "ImportResult",
     "WindowChoice",
+    "WindowRule",
     "choose_window",
     "import_csv",
     "import_rosbag",
@@ -63,7 +65,7 @@ def import_csv(
     delimiter: str | None = None,
     step: float | None = None,
     max_gap: float | None = None,
-    window: int | None = None,
+    window: int | str | WindowRule | None = None,
     order: int = DEFAULT_ORDER,
     trim: bool = True,
     velocity: str = "q",
@@ -126,7 +128,7 @@ def import_rosbag(
     angular=False,
     step: float | None = None,
     max_gap: float | None = None,
-    window: int | None = None,
+    window: int | str | WindowRule | None = None,
     order: int = DEFAULT_ORDER,
     trim: bool = True,
     velocity: str = "q",

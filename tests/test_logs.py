@@ -399,8 +399,8 @@ def test_a_log_too_short_for_the_window_is_an_error_naming_the_file(tmp_path):
         (dict(angular=[True]), ValueError, r"angular must be a bool or 2 bools"),
         (dict(velocity="measured"), ValueError, r"velocity='measured' needs the measured velocity"),
         (dict(velocity="filtered"), ValueError, r"velocity must be 'q' or 'measured'; got 'filtered'"),
-        (dict(window=100), ValueError, r"window must be None, 'spectrum' or an odd integer > order \(4\); got 100"),
-        (dict(window="torque"), ValueError, r"window must be None, 'spectrum' or an odd integer .*; got 'torque'"),
+        (dict(window=100), ValueError, r"window must be None, 'spectrum', an odd integer > order \(4\) or a .*100"),
+        (dict(window="torque"), ValueError, r"window must be None, 'spectrum', an odd integer .*; got 'torque'"),
         (dict(step=-1.0), ValueError, r"step must be a finite number > 0; got -1.0"),
         (dict(q=[1.5, 2]), TypeError, r"q must name columns by header name"),
     ],
@@ -680,3 +680,94 @@ def test_a_torque_that_is_no_function_of_the_motion_leaves_the_spectral_rule(mes
     assert {f.window_rule for f in report.files} == {"spectrum"}
     assert len(report.torque_windows) == 1 and not report.torque_windows[0].informative
     assert "not informative: the spectral rule's windows kept" in report.format()
+
+
+# --------------------------------------------------- held-out logs read like the training logs
+
+
+def test_held_out_logs_are_read_by_the_training_imports_rule(pendulum_logs, tmp_path):
+    from lnn.ingest import WindowRule, window_at
+
+    system, paths = pendulum_logs
+    options = dict(time="time", q=["q1", "q2"], tau=["tau1", "tau2"], angular=True)
+    train = import_csv(paths[:1], **options)
+    rule = train.dataset.window_rule
+    choice = train.report.torque_windows[0]
+    assert rule == WindowRule("torque", choice.window, choice.step, order=4)
+    assert "chosen by the torques" in rule.describe()
+    # The held-out log at another rate (1 kHz): the same span, at its own step, whatever its own torques say.
+    rng = np.random.default_rng(3)
+    t = np.arange(0.0, 15.0, 1e-3)
+    q, qd, qdd = (rich_motion(t, d, seed=3) for d in range(3))
+    tau = system.inverse_dynamics(q, qd, qdd) + 0.01 * rng.standard_normal(q.shape)
+    write_log(tmp_path / "held.csv", t, q + 2e-4 * rng.standard_normal(q.shape), tau)
+    held = import_csv(tmp_path / "held.csv", window=rule, **options)
+    expected = window_at(choice.window, choice.step, 1e-3)
+    assert held.report.files[0].window_qdd == held.report.files[0].window_qd == (expected, expected)
+    assert held.report.files[0].window_rule == "carried" and held.report.torque_windows == ()
+    assert "another import's rule" in held.report.files[0].format()
+    assert held.dataset.window_rule == rule  # read on, it passes the same rule along
+    same = import_csv(tmp_path / "held.csv", window=expected, **options).dataset
+    np.testing.assert_array_equal(held.dataset.qdd, same.qdd)
+    # The training log read by its own rule gets its own windows back.
+    again = import_csv(paths[:1], window=rule, **options)
+    np.testing.assert_array_equal(again.dataset.qdd, train.dataset.qdd)
+
+
+def test_given_and_spectral_rules_carry_as_themselves(pendulum_logs):
+    from lnn.ingest import WindowRule
+
+    _, paths = pendulum_logs
+    options = dict(time="time", q=["q1", "q2"], tau=["tau1", "tau2"], angular=True)
+    given = import_csv(paths[0], window=41, **options).dataset.window_rule
+    assert given == WindowRule("given", 41) and given.window_at(1e-3) == given.window_at(4e-3) == 41
+    spectral = import_csv(paths[0], window="spectrum", **options).dataset.window_rule
+    assert spectral == WindowRule("spectrum") and spectral.window_at(1e-3) is None
+    by_rule = import_csv(paths[1], window=spectral, **options)
+    by_name = import_csv(paths[1], window="spectrum", **options)
+    assert [f.window_rule for f in by_rule.report.files] == ["spectrum"]
+    np.testing.assert_array_equal(by_rule.dataset.qdd, by_name.dataset.qdd)
+    assert import_csv(paths[1], window=given, **options).report.files[0].window_qdd == (41, 41)
+
+
+def test_the_window_rule_is_saved_with_the_dataset(pendulum_logs, tmp_path):
+    _, paths = pendulum_logs
+    data = import_csv(paths[0], time="time", q=["q1", "q2"], tau=["tau1", "tau2"]).dataset
+    data.save(tmp_path / "d.npz")
+    loaded = lnn.Dataset.load(tmp_path / "d.npz")
+    assert loaded.window_rule == data.window_rule is not None
+    assert loaded.subset(loaded.trajectory_ids).window_rule == data.window_rule
+    parts = loaded.split(fractions=(0.5, 0.5, 0.0), by="time")
+    assert parts.train.window_rule == parts.validation.window_rule == data.window_rule
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (dict(rule="best"), r"WindowRule.rule must be one of \('torque', 'spectrum', 'given'\); got 'best'"),
+        (dict(rule="given", window=40), r"WindowRule.window must be an odd integer > order \(4\); got 40"),
+        (dict(rule="torque", window=41), r"WindowRule.step must be a finite number > 0; got None"),
+        (dict(rule="given", window=41, step=0.002), r"WindowRule\('given'\) takes no step"),
+        (dict(rule="spectrum", window=41), r"WindowRule\('spectrum'\) takes no window or step; got window=41"),
+        (dict(rule="given", window=41, order=1), r"WindowRule.order must be an integer >= 2; got 1"),
+    ],
+)
+def test_a_bad_window_rule_names_the_field_and_the_value(fields, message):
+    from lnn.ingest import WindowRule
+
+    with pytest.raises(ValueError, match=message):
+        WindowRule(**fields)
+
+
+def test_a_rule_of_another_order_or_not_a_rule_is_refused(good_log):
+    from lnn.ingest import WindowRule
+
+    options = dict(time="time", q=["q1", "q2"], tau=["tau1", "tau2"])
+    with pytest.raises(ValueError, match=r"window is the rule of an import at Savitzky-Golay order 3, but order=4"):
+        import_csv(good_log, window=WindowRule("given", 41, order=3), **options)
+    data = import_csv(good_log, window=WindowRule("given", 41, order=3), order=3, **options).dataset
+    assert data.window_rule == WindowRule("given", 41, order=3)
+    with pytest.raises(TypeError, match=r"Dataset.window_rule must be an lnn.ingest.WindowRule or None; got dict"):
+        lnn.Dataset(data.t, data.q, data.qd, data.qdd, data.tau, data.trajectory, window_rule={"rule": "given"})
+    with pytest.raises(ValueError, match=r"not a window rule written by WindowRule.to_json"):
+        WindowRule.from_json({"window": 41})

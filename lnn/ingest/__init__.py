@@ -83,7 +83,10 @@ in one pipeline (:func:`lnn.ingest.pipeline.process`), file by file:
    model a held-out torque error of 0.0175 N^2m^2, the torques' 0.28 s
    window 0.0038), and chose windows 3x apart on the DFKI logs, one file
    from the next (least squares on them erred 2x more on the held-out log).
-   ``window=`` an int gives the window. The filters are :func:`savgol`,
+   ``window=`` an int gives the window; ``window=`` a :class:`WindowRule`
+   (a dataset's ``window_rule``: how its own import chose) reads more logs of
+   the robot by that rule, so that a held-out log's derivatives are not
+   chosen by its own torques, the targets it is scored on. The filters are :func:`savgol`,
    :func:`scipy.signal.savgol_filter`'s ``"interp"`` mode computed on
    abscissae scaled to ``[-1, 1]``: scipy's own coefficients lose their
    digits on long windows (the second derivative's by 60 % at order 4 and
@@ -123,7 +126,7 @@ filtering them would not match the positions' filter.
 from lnn.ingest.clean import RawLog
 from lnn.ingest.consistency import TorqueWindow, choose_window_by_torque, window_at
 from lnn.ingest.lag import TorqueLag, estimate_torque_lag
-from lnn.ingest.options import Cleaning
+from lnn.ingest.options import Cleaning, WindowRule
 from lnn.ingest.pipeline import ImportedLogs, process
 from lnn.ingest.report import FileReport, Gap, ImportReport
 from lnn.ingest.rosbag import is_rosbag, read_rosbag
@@ -141,6 +144,7 @@ __all__ = [
     "TorqueLag",
     "TorqueWindow",
     "WindowChoice",
+    "WindowRule",
     "choose_window",
     "choose_window_by_torque",
     "estimate_torque_lag",

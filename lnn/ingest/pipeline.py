@@ -16,7 +16,7 @@ import numpy as np
 from lnn.ingest.clean import CleanLog, RawLog, clean
 from lnn.ingest.consistency import choose_window_by_torque, window_at
 from lnn.ingest.lag import estimate_torque_lag
-from lnn.ingest.options import Cleaning
+from lnn.ingest.options import WINDOW_RULE_SPECTRUM, Cleaning, WindowRule
 from lnn.ingest.report import FileReport, Gap, ImportReport
 from lnn.ingest.windows import _detrended, _smallest_window, choose_window, savgol
 
@@ -61,6 +61,9 @@ class ImportedLogs:
         Names of the ``n`` joints, when the source names them.
     report : ImportReport
         What was done, file by file.
+    window_rule : WindowRule or None
+        How the windows were chosen, to read more logs the same way
+        (``window=logs.window_rule``).
     """
 
     t: np.ndarray
@@ -74,6 +77,7 @@ class ImportedLogs:
     derivative_span: float
     joint_names: tuple | None
     report: ImportReport
+    window_rule: WindowRule | None = None
 
 
 @dataclass(frozen=True)
@@ -136,7 +140,19 @@ def process(raws: Sequence[RawLog], cleaning: Cleaning, *, joint_names: tuple | 
         report=ImportReport(
             files=tuple(reports), order=cleaning.order, velocity=cleaning.velocity, torque_windows=choices
         ),
+        window_rule=_rule_of(cleaning, choices),
     )
+
+
+def _rule_of(cleaning: Cleaning, choices: tuple) -> WindowRule:
+    """The rule by which this import chose its windows (:class:`WindowRule`), to read more logs by it."""
+    if isinstance(cleaning.window, WindowRule):
+        return cleaning.window
+    if isinstance(cleaning.window, int):
+        return WindowRule("given", cleaning.window, order=cleaning.order)
+    if cleaning.window is None and choices and choices[0].informative:
+        return WindowRule("torque", choices[0].window, choices[0].step, order=cleaning.order)
+    return WindowRule(WINDOW_RULE_SPECTRUM, order=cleaning.order)
 
 
 def _import_one(log: CleanLog, h: float, cleaning: Cleaning, windows: _Windows, *, n: int, first_id: int):
@@ -228,13 +244,24 @@ def _import_one(log: CleanLog, h: float, cleaning: Cleaning, windows: _Windows, 
 def _choose_windows(logs, steps, cleaning: Cleaning, *, n: int) -> tuple[list[_Windows], tuple]:
     """The Savitzky–Golay windows of each log, and the torques' choices (:class:`lnn.ingest.TorqueWindow`).
 
-    ``cleaning.window``: an int for every coordinate of every log; ``"spectrum"``: the spectral rule
+    ``cleaning.window``: an int for every coordinate of every log; a :class:`WindowRule` the windows it
+    gives at each log's step (the spectral rule where it is that rule); ``"spectrum"``: the spectral rule
     (:func:`choose_window`) per log and coordinate; None: one span for every coordinate of every
     log, chosen by the torques of all the logs pooled (:func:`choose_window_by_torque`, searched up
     to 4 times the spectral rule's widest window and a quarter of the longest piece), the spectral
     rule's windows where the torques cannot decide.
     """
     grids = [_provisional_grids(log, h, cleaning) for log, h in zip(logs, steps)]
+    rule = cleaning.window
+    if isinstance(rule, WindowRule) and rule.window is not None:
+        carried = []
+        for usable, h in zip(grids, steps):
+            w = rule.window_at(h)
+            qd = _spectral_windows(usable, h, cleaning, n=n).qd if cleaning.velocity == "measured" else (w,) * n
+            noise = tuple(_noise([g["q"][:, j] for g in usable], h, cleaning.order) for j in range(n))
+            nan = (math.nan,) * n
+            carried.append(_Windows(qd, (w,) * n, nan, nan, noise, rule="carried"))
+        return carried, ()
     if isinstance(cleaning.window, int):
         given = []
         for usable, h in zip(grids, steps):
@@ -243,7 +270,7 @@ def _choose_windows(logs, steps, cleaning: Cleaning, *, n: int) -> tuple[list[_W
             given.append(_Windows((cleaning.window,) * n, (cleaning.window,) * n, nan, nan, noise, rule="given"))
         return given, ()
     spectral = [_spectral_windows(usable, h, cleaning, n=n) for usable, h in zip(grids, steps)]
-    if cleaning.window == "spectrum":
+    if cleaning.window == WINDOW_RULE_SPECTRUM or isinstance(rule, WindowRule):  # the spectral rule, carried
         return spectral, ()
     pooled = [(g, h) for usable, h in zip(grids, steps) for g in usable]
     reference = float(np.median([h for _, h in pooled]))

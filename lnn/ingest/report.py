@@ -94,8 +94,9 @@ class FileReport:
     window_rule : str
         How the windows were chosen: ``"torque"`` (where the motion explains
         the torques best, :func:`lnn.ingest.choose_window_by_torque`),
-        ``"spectrum"`` (from the positions alone, :func:`lnn.ingest.choose_window`)
-        or ``"given"``.
+        ``"spectrum"`` (from the positions alone, :func:`lnn.ingest.choose_window`),
+        ``"given"``, or ``"carried"`` (another import's torque-chosen or given
+        window, ``window=`` a :class:`lnn.ingest.WindowRule`).
     missing : int
         Data rows dropped because a column read was empty or NaN (a sample
         the logger missed; the hole is bridged or split like any other).
@@ -183,6 +184,7 @@ _RULES = {
     "torque": "where the motion explains the torques best",
     "spectrum": "from the positions' spectrum",
     "given": "given",
+    "carried": "another import's rule",
 }
 
 

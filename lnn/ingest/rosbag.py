@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from lnn.ingest.clean import RawLog, missing_rows, too_many_missing
-from lnn.ingest.options import Cleaning
+from lnn.ingest.options import Cleaning, WindowRule
 from lnn.ingest.pipeline import ImportedLogs, process
 from lnn.ingest.tables import joint_names_of, paths_of
 from lnn.ingest.windows import DEFAULT_ORDER
@@ -42,7 +42,7 @@ def read_rosbag(
     angular=False,
     step: float | None = None,
     max_gap: float | None = None,
-    window: int | None = None,
+    window: int | str | WindowRule | None = None,
     order: int = DEFAULT_ORDER,
     trim: bool = True,
     velocity: str = "q",

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from lnn.ingest.clean import RawLog, missing_rows, too_many_missing
-from lnn.ingest.options import Cleaning, positive
+from lnn.ingest.options import Cleaning, WindowRule, positive
 from lnn.ingest.pipeline import ImportedLogs, process
 from lnn.ingest.windows import DEFAULT_ORDER
 
@@ -30,7 +30,7 @@ def read_csv(
     delimiter: str | None = None,
     step: float | None = None,
     max_gap: float | None = None,
-    window: int | None = None,
+    window: int | str | WindowRule | None = None,
     order: int = DEFAULT_ORDER,
     trim: bool = True,
     velocity: str = "q",
