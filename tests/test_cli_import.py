@@ -141,3 +141,37 @@ def test_import_options_that_do_not_fit_are_refused(tmp_path, capsys, args, mess
     assert main(["import", str(log), *args, "-o", str(tmp_path / "x.npz")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("lnn import: error: ") and message in err
+
+
+def test_import_like_reads_held_out_logs_with_the_training_imports_windows(tmp_path, capsys):
+    train_log, held_log = _log(tmp_path / "a.csv", duration=6.0), _log(tmp_path / "b.csv", step=1e-3, seed=1)
+    train = tmp_path / "train.npz"
+    assert main(["import", str(train_log), *ARGS, "-o", str(train)]) == 0
+    assert f"read held-out logs of this robot with --like {train}" in capsys.readouterr().out
+    rule = Dataset.load(train).window_rule
+    held = tmp_path / "held.npz"
+    assert main(["import", str(held_log), *ARGS, "--like", str(train), "-o", str(held)]) == 0
+    assert f"derivative windows: {train}'s rule, " in capsys.readouterr().out
+    expected = import_csv(
+        held_log, time="time", q=["pos1", "pos2"], qd=["vel1", "vel2"], tau=["tau1", "tau2"], window=rule
+    ).dataset
+    np.testing.assert_array_equal(Dataset.load(held).qdd, expected.qdd)
+    assert Dataset.load(held).window_rule == rule
+
+
+def test_import_like_refuses_what_does_not_fit(tmp_path, capsys):
+    log = _log(tmp_path / "a.csv")
+    train = tmp_path / "train.npz"
+    assert main(["import", str(log), *ARGS, "-o", str(train)]) == 0
+    capsys.readouterr()
+    for extra, message in (
+        (["--window", "41"], f"give --window or --like, not both; got --window 41 and --like {train}"),
+        (["--order", "3"], f"--order 3 differs from the order of {train}'s import (4)"),
+    ):
+        assert main(["import", str(log), *ARGS, "--like", str(train), *extra, "-o", str(tmp_path / "x.npz")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("lnn import: error: ") and message in err
+    plain = tmp_path / "plain.npz"
+    Dataset(**{k: getattr(Dataset.load(train), k) for k in ("t", "q", "qd", "qdd", "tau", "trajectory")}).save(plain)
+    assert main(["import", str(log), *ARGS, "--like", str(plain), "-o", str(tmp_path / "x.npz")]) == 2
+    assert "records no derivative windows" in capsys.readouterr().err

@@ -87,25 +87,7 @@ def register(subparsers) -> None:
         metavar="S",
         help="split a log at holes longer than this (s; default max(3 steps, a quarter of the acceleration window))",
     )
-    parser.add_argument(
-        "--window",
-        type=_window,
-        default=None,
-        metavar="N",
-        help="Savitzky-Golay window in samples (odd), or 'spectrum' (per coordinate from the "
-        "positions' rate, noise and bandwidth); default: one window, where the motion explains the "
-        "torques best (the spectral rule where they cannot tell)",
-    )
-    parser.add_argument(
-        "--order", type=int, default=4, metavar="K", help="Savitzky-Golay polynomial degree (default 4)"
-    )
-    parser.add_argument("--no-trim", action="store_true", help="keep the half window at each end of each piece")
-    parser.add_argument(
-        "--velocity",
-        choices=("q", "measured"),
-        default="q",
-        help="qd from the positions (default) or from the --qd columns, filtered",
-    )
+    _derivative_options(parser)
     parser.add_argument(
         "--lag",
         default=None,
@@ -118,6 +100,41 @@ def register(subparsers) -> None:
         "--overwrite", "--force", dest="overwrite", action="store_true", help="replace FILE if it exists"
     )
     parser.set_defaults(func=run)
+
+
+def _derivative_options(parser) -> None:
+    """The options of the derivatives: the Savitzky-Golay window (or another import's rule), order, trim, qd."""
+    parser.add_argument(
+        "--window",
+        type=_window,
+        default=None,
+        metavar="N",
+        help="Savitzky-Golay window in samples (odd), or 'spectrum' (per coordinate from the "
+        "positions' rate, noise and bandwidth); default: one window, where the motion explains the "
+        "torques best (the spectral rule where they cannot tell)",
+    )
+    parser.add_argument(
+        "--like",
+        default=None,
+        metavar="DATASET",
+        help="read the logs with the derivative windows of DATASET's import (e.g. train.npz), at each "
+        "log's own step: held-out logs then get the training logs' derivatives, not windows chosen by "
+        "their own torques (the targets they are scored on)",
+    )
+    parser.add_argument(
+        "--order",
+        type=int,
+        default=None,
+        metavar="K",
+        help="Savitzky-Golay polynomial degree (default 4, or that of --like's import)",
+    )
+    parser.add_argument("--no-trim", action="store_true", help="keep the half window at each end of each piece")
+    parser.add_argument(
+        "--velocity",
+        choices=("q", "measured"),
+        default="q",
+        help="qd from the positions (default) or from the --qd columns, filtered",
+    )
 
 
 def _window(text: str):
@@ -147,12 +164,13 @@ def run(args) -> int:
             "give either CSV logs or ROS bags, not both; bags: "
             + ", ".join(f for f, bag in zip(args.files, bags) if bag)
         )
+    window, order = _window_option(args)
     options = dict(
         angular=None,
         step=args.step,
         max_gap=args.max_gap,
-        window=args.window,
-        order=args.order,
+        window=window,
+        order=order,
         trim=not args.no_trim,
         velocity=args.velocity,
         lag=_lag(args.lag),
@@ -194,7 +212,34 @@ def run(args) -> int:
         f"n_dof={data.n_dof}, dt={'varies' if data.dt != data.dt else f'{data.dt:.4g} s'}"
         + ("" if data.joint_names is None else f", joints {','.join(data.joint_names)}")
     )
+    rule = data.window_rule
+    if rule is not None and args.like is not None:
+        print(f"derivative windows: {args.like}'s rule, {rule.describe()}")
+    elif rule is not None:
+        print(f"derivative windows: {rule.describe()}; read held-out logs of this robot with --like {args.output}")
     return 0
+
+
+def _window_option(args):
+    """The import's ``window`` and ``order``: ``--window``/``--order``, or the rule of ``--like``'s import."""
+    if args.like is None:
+        return args.window, 4 if args.order is None else args.order
+    if args.window is not None:
+        raise ValueError(f"give --window or --like, not both; got --window {args.window} and --like {args.like}")
+    from lnn.data import Dataset
+
+    rule = Dataset.load(args.like).window_rule
+    if rule is None:
+        raise ValueError(
+            f"{args.like!r} records no derivative windows (it was not written by lnn import, or by an earlier "
+            f"lnn): pass --window N, the window its import printed"
+        )
+    if args.order is not None and args.order != rule.order:
+        raise ValueError(
+            f"--order {args.order} differs from the order of {args.like}'s import ({rule.order}): drop --order to "
+            f"read the logs like it"
+        )
+    return rule, rule.order
 
 
 def _lag(text: str | None):
