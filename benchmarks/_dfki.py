@@ -153,12 +153,11 @@ class ImportedSplit:
 
 
 def imported_split(train=TRAIN, test=TEST) -> ImportedSplit:
-    """The ``train`` logs in one :func:`imported` call and the ``test`` logs read with their window
-    (:func:`_reading.read_held_out`: the span their torques chose, at a test log's own step)."""
-    from _reading import read_held_out
-
+    """The ``train`` logs in one :func:`imported` call and the ``test`` logs read by their import's rule
+    (``window=`` the training dataset's ``window_rule``: the span their torques chose, at a test log's own step),
+    not by windows the test logs' own torques would choose."""
     read = imported(train)
-    held = read_held_out(imported, test, read.report)
+    held = imported(test, window=read.dataset.window_rule)
     return ImportedSplit(read.dataset, held.dataset, read.report, read.report.files[0].window_qdd[0])
 
 

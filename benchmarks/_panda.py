@@ -357,13 +357,11 @@ def _read(train_paths, test_paths, window) -> tuple[lnn.Dataset, lnn.Dataset]:
     """
     from functools import partial
 
-    from _reading import read_held_out
-
     from lnn.logs import import_csv
 
     read = partial(import_csv, time="time", q=_COLUMNS[:7], tau=_COLUMNS[7:], angular=True)
     train = read(list(train_paths), window=window)
-    test = read_held_out(read, list(test_paths), train.report)
+    test = read(list(test_paths), window=train.dataset.window_rule)
     return train.dataset, test.dataset
 
 

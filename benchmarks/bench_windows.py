@@ -48,7 +48,6 @@ PANDA_WINDOWS = (101, 201, 301, 401, 801)
 
 def dfki(folder: Path) -> None:
     import _dfki
-    from _reading import read_held_out
 
     import simulations
     from lnn.baseline import least_squares
@@ -76,7 +75,7 @@ def dfki(folder: Path) -> None:
         rule = result.report.files[0].window_rule
         tests = [("", _dfki.imported(_dfki.TEST, window=window))]
         if window is None:  # the test log with the training logs' window too
-            same = read_held_out(_dfki.imported, _dfki.TEST, result.report)
+            same = _dfki.imported(_dfki.TEST, window=result.dataset.window_rule)
             tests.append((f" (test with the training's {same.report.files[0].window_qdd[0]})", same))
         for note, test in tests:
             mse = _dfki.torque_mse(fit, test.dataset)
@@ -96,10 +95,7 @@ def dfki(folder: Path) -> None:
 
 
 def panda(seed: int) -> None:
-    from functools import partial
-
     import _panda
-    from _reading import read_held_out
 
     from lnn.baseline import least_squares
     from lnn.logs import import_csv
@@ -118,7 +114,7 @@ def panda(seed: int) -> None:
             t0 = time.perf_counter()
             train = import_csv(logs.train_files[0], window=window, **columns)
             seconds = time.perf_counter() - t0
-            test = read_held_out(partial(import_csv, **columns), logs.test_files[0], train.report)  # not its torques
+            test = import_csv(logs.test_files[0], window=train.dataset.window_rule, **columns)  # not its torques
             fit = least_squares(train.dataset, logs.nominal, friction="viscous+coulomb", friction_velocity=v0)
             truth_train = np.mean(_panda.torque_mse(logs.truth, train.dataset))
             truth_test = np.mean(_panda.torque_mse(logs.truth, test.dataset))
