@@ -94,11 +94,12 @@ class ResidualAnalysis:
         The held-out fold of each sample (its recording's index with
         ``by == "recordings"``).
     dt : float
-        Sampling interval (s).
+        Sampling interval (s) of the recordings the lags and spectra read
+        (``spectral``).
     folds : int
         Number of folds (the number of recordings with ``by == "recordings"``).
     block : float
-        Length of the time blocks dealt to the folds (s; with
+        Length of the longest time block dealt to the folds (s; with
         ``by == "recordings"``, the longest recording).
     angular : tuple of bool, length ``n``
         Which coordinates are angles (torques in N m, else forces in N).
@@ -154,6 +155,13 @@ class ResidualAnalysis:
         What the shares held out: time blocks of every recording, or whole
         recordings (every share then scored on each recording's residual
         less its own mean).
+    recording_step : ndarray, shape ``(K,)``
+        Each recording's sampling interval (s).
+    spectral : ndarray of bool, shape ``(K,)``
+        Which recordings the lags, correlations and spectra read: those at
+        the common rate ``dt`` (the rate that holds the most samples; steps
+        within :data:`STEP_TOLERANCE`). Every recording when they share one
+        rate; the shares and conditional means read every recording.
     """
 
     t: np.ndarray
@@ -193,6 +201,8 @@ class ResidualAnalysis:
     predicted_psd: np.ndarray
     median_frequency: np.ndarray
     by: str = "blocks"
+    recording_step: np.ndarray | None = None
+    spectral: np.ndarray | None = None
 
     @property
     def n_dof(self) -> int:
@@ -248,9 +258,15 @@ class ResidualAnalysis:
             if self.by == "recordings"
             else f"held-out {self.block:.3g} s blocks"
         )
+        spectral = self.n_recordings if self.spectral is None else int(np.sum(self.spectral))
+        rate = (
+            f"at {self.dt * 1e3:.3g} ms"
+            if spectral == self.n_recordings
+            else f"at several rates (lags and spectra: the {spectral} recording(s) at {self.dt * 1e3:.3g} ms)"
+        )
         lines = [
             f"residual of {self.n_dof} joint(s) over {self.n_recordings} recording(s), {self.t.shape[0]} samples "
-            f"at {self.dt * 1e3:.3g} ms; shares of its variance explained on {held_out} ({self.folds} folds)"
+            f"{rate}; shares of its variance explained on {held_out} ({self.folds} folds)"
         ]
         for j in range(self.n_dof):
             mean_share = self.mean[j] ** 2 / self.mse[j] if self.mse[j] > 0 else math.nan
@@ -327,35 +343,38 @@ def _read_data(data):
     return t[order], q[order], qd[order], qdd[order], tau[order], ids, bounds, angular
 
 
-#: Recordings' steps may differ by this fraction (the import's files, each on its own grid, do by 0.03 %).
+#: Recordings' steps may differ by this fraction and count as one rate (the import's files, each on its own
+#: grid, do by 0.03 %).
 STEP_TOLERANCE = 0.01
 
 
-def _step(t: np.ndarray, bounds: np.ndarray) -> float:
-    """The sampling interval of the recordings: uniform within each, and the same within 1 % across them.
+def _steps(t: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Each recording's sampling interval ``(K,)``, which recordings share the common rate ``(K,)`` bool, and
+    that rate's step.
 
-    ValueError otherwise. The median of the recordings' steps is returned (spectra and lags in samples
-    need one rate; a 1 % difference shifts a frequency by 1 %).
+    Every recording must be uniformly sampled (ValueError otherwise). The common rate is the one (steps
+    within :data:`STEP_TOLERANCE` of one of them) that holds the most samples; its step is the median of
+    its recordings' steps. Lags and spectra in samples need one rate, so they read those recordings; the
+    shares, functions of the state, read every recording (a log at 1.5 ms beside logs at 2 ms).
     """
-    steps = [np.diff(t[a:b]) for a, b in zip(bounds[:-1], bounds[1:]) if b - a > 1]
-    if not steps:
+    lengths = np.diff(bounds)
+    if not np.any(lengths > 1):
         raise ValueError("data must hold a recording of at least 2 samples")
-    own = np.array([float(np.median(s)) for s in steps])
-    uneven = [np.max(np.abs(s - h)) > 1e-6 * h + 1e-12 for s, h in zip(steps, own)]
-    dt = float(np.median(own))
-    if not dt > 0 or any(uneven):
+    steps = [np.diff(t[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    own = np.array([float(np.median(s)) if s.size else np.nan for s in steps])
+    uneven = [s.size > 0 and np.max(np.abs(s - h)) > 1e-6 * h + 1e-12 for s, h in zip(steps, own)]
+    if not np.all(own[lengths > 1] > 0) or any(uneven):
         every = np.concatenate(steps)
         raise ValueError(
             f"data.t must be uniformly sampled within each recording (for lags and spectra); steps range "
             f"from {every.min():.6g} to {every.max():.6g} s: resample first (lnn.Dataset.from_csv does)"
         )
-    if np.max(np.abs(own - dt)) > STEP_TOLERANCE * dt:
-        raise ValueError(
-            f"the recordings must share one sampling step within {STEP_TOLERANCE:.0%} (for lags and spectra); "
-            f"their steps range from {own.min():.6g} to {own.max():.6g} s: analyse the recordings of each "
-            f"rate apart (lnn.Dataset.subset)"
-        )
-    return dt
+    known = np.flatnonzero(lengths > 1)
+    groups = [np.abs(own - own[k]) <= STEP_TOLERANCE * own[k] for k in known]
+    common = max(groups, key=lambda group: int(lengths[group].sum()))
+    dt = float(np.median(own[common]))
+    own = np.where(np.isfinite(own), own, dt)  # a recording of one sample: any step
+    return own, common, dt
 
 
 def _predict(model, q, qd, qdd) -> np.ndarray:
@@ -374,12 +393,18 @@ def _predict(model, q, qd, qdd) -> np.ndarray:
     return value
 
 
-def _folds(bounds: np.ndarray, dt: float, folds: int, block: float) -> np.ndarray:
-    """Fold of each sample: each recording cut into blocks of ``block`` s, dealt to the folds in turn."""
+def _block_samples(bounds: np.ndarray, steps: np.ndarray, folds: int, block: float) -> np.ndarray:
+    """Each recording's time block in samples: ``block`` s at its own step, at most a ``1 / folds`` of it."""
+    return np.array([max(1, min(int(round(block / h)), n // folds)) for n, h in zip(np.diff(bounds), steps)])
+
+
+def _folds(bounds: np.ndarray, steps: np.ndarray, folds: int, block: float) -> np.ndarray:
+    """Fold of each sample: each recording cut into blocks of ``block`` s (at its own step ``steps[k]``),
+    dealt to the folds in turn."""
     fold = np.empty(bounds[-1], dtype=np.int64)
+    lengths = _block_samples(bounds, steps, folds, block)
     for k, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
-        length = max(1, min(int(round(block / dt)), (b - a) // folds))
-        fold[a:b] = (np.arange(b - a) // length + k) % folds
+        fold[a:b] = (np.arange(b - a) // lengths[k] + k) % folds
     missing = np.setdiff1d(np.arange(folds), fold)
     if missing.size:
         raise ValueError(f"data has too few samples for folds={folds}: fold(s) {missing.tolist()} would be empty")
@@ -438,9 +463,10 @@ def _conditional_mean(x: np.ndarray, r: np.ndarray, bins: int) -> ConditionalMea
 # ------------------------------------------------------------------- lags
 
 
-def _lag_positions(bounds: np.ndarray, K: int) -> np.ndarray:
-    """The samples from which every shift in ``[-K, K]`` stays inside their own recording."""
-    return np.concatenate([np.arange(a + K, b - K) for a, b in zip(bounds[:-1], bounds[1:])])
+def _lag_positions(spans: list[tuple[int, int]], K: int) -> np.ndarray:
+    """The samples of the recordings ``spans`` (``(start, stop)`` rows) from which every shift in ``[-K, K]``
+    stays inside their own recording."""
+    return np.concatenate([np.arange(a + K, b - K, dtype=np.int64) for a, b in spans])
 
 
 def _fold_sums(values: np.ndarray, fold: np.ndarray, folds: int) -> np.ndarray:
@@ -523,19 +549,20 @@ def _xcorr(r, qd, base, fold_base, K, folds, dt):
 # --------------------------------------------------------------- spectrum
 
 
-def _spectrum(signals: list[np.ndarray], bounds: np.ndarray, dt: float, segment: float):
-    """Welch PSD of each signal ``(N, n)`` per recording, averaged weighted by length; frequencies ``(F,)``."""
+def _spectrum(signals: list[np.ndarray], spans: list[tuple[int, int]], dt: float, segment: float):
+    """Welch PSD of each signal ``(N, n)`` over the recordings ``spans`` (``(start, stop)`` rows, all at step
+    ``dt``), averaged weighted by length; frequencies ``(F,)``."""
     from scipy.signal import welch
 
-    lengths = np.diff(bounds)
+    lengths = np.array([b - a for a, b in spans])
     nperseg = int(max(2, min(round(segment / dt), lengths.min())))
     spectra = []
     for x in signals:
         psd = 0.0
-        for a, b in zip(bounds[:-1], bounds[1:]):
+        for a, b in spans:
             frequency, part = welch(x[a:b], fs=1.0 / dt, nperseg=nperseg, detrend=False, axis=0)
             psd = psd + (b - a) * part
-        spectra.append(psd / bounds[-1])
+        spectra.append(psd / lengths.sum())
     return frequency, spectra
 
 
@@ -612,7 +639,10 @@ def analyze(
     data : lnn.Dataset
         ``t (N,)``, ``q, qd, qdd, tau (N, n)``, ``trajectory (N,)``
         (recording ids; all samples one recording if absent) and
-        ``angular``; uniformly sampled within each recording.
+        ``angular``; uniformly sampled within each recording. Recordings
+        at different rates are welcome: the shares read them all, the lags,
+        correlations and spectra those at the rate that holds the most
+        samples (``ResidualAnalysis.spectral``).
     folds : int, keyword-only
         Number of folds (>= 2).
     bins : int, keyword-only
@@ -642,7 +672,7 @@ def analyze(
     """
     folds, bins, max_lag, block, segment = _options(folds, bins, max_lag, block, segment, by)
     t, q, qd, qdd, tau, ids, bounds, angular = _read_data(data)
-    dt = _step(t, bounds)
+    steps, common, dt = _steps(t, bounds)
     predicted = _predict(model, q, qd, qdd)
     residual = tau - predicted
     q = np.where(np.array(angular), (q + np.pi) % (2 * np.pi) - np.pi, q)
@@ -653,10 +683,11 @@ def analyze(
     if by == "recordings":
         if recordings.size < 2:
             raise ValueError(f'by="recordings" needs at least two recordings, got {recordings.size}')
-        fold, folds, block = recording_code, int(recordings.size), float(np.diff(bounds).max()) * dt
+        fold, folds, block = recording_code, int(recordings.size), float(np.max(np.diff(bounds) * steps))
         own_mean = recording_mean[recording_code]  # what is scored is each recording's residual less its mean
     else:
-        fold, own_mean = _folds(bounds, dt, folds, block), np.zeros_like(residual)
+        fold, own_mean = _folds(bounds, steps, folds, block), np.zeros_like(residual)
+        block = float(np.max(_block_samples(bounds, steps, folds, block) * steps))
     scored = residual - own_mean
     shares: dict[str, list[float]] = {"qd": [], "q": [], "qd_q": [], "qdd": [], "bias": []}
     for j in range(n):
@@ -667,11 +698,12 @@ def analyze(
         shares["qdd"].append(_binned_share([_codes(qdd[:, j], bins)[0]], scored[:, j], fold, folds))
         known = recordings.size > 1 and by == "blocks"
         shares["bias"].append(_binned_share([recording_code], residual[:, j], fold, folds) if known else math.nan)
-    K = max(0, min(int(round(max_lag / dt)), (int(np.diff(bounds).min()) - 1) // 4))
-    base = _lag_positions(bounds, K)
+    spans = [(int(a), int(b)) for a, b, at_dt in zip(bounds[:-1], bounds[1:], common) if at_dt]
+    K = max(0, min(int(round(max_lag / dt)), (min(b - a for a, b in spans) - 1) // 4))
+    base = _lag_positions(spans, K)
     shift_curve, lag, lag_share = _shift(tau - own_mean, predicted, base, fold[base], K, folds, dt)
     corr, xcorr_lag, xcorr_share = _xcorr(scored, qd, base, fold[base], K, folds, dt)
-    frequency, (psd, tau_psd, predicted_psd) = _spectrum([residual, tau, predicted], bounds, dt, segment)
+    frequency, (psd, tau_psd, predicted_psd) = _spectrum([residual, tau, predicted], spans, dt, segment)
     return ResidualAnalysis(
         t=t,
         trajectory=ids,
@@ -682,9 +714,7 @@ def analyze(
         fold=fold,
         dt=dt,
         folds=folds,
-        block=block
-        if by == "recordings"
-        else max(1, min(int(round(block / dt)), int(np.diff(bounds).max()) // folds)) * dt,
+        block=block,
         angular=angular,
         mse=np.mean(residual**2, axis=0),
         mean=np.mean(residual, axis=0),
@@ -712,4 +742,6 @@ def analyze(
         predicted_psd=predicted_psd,
         median_frequency=_median_frequency(frequency, psd),
         by=by,
+        recording_step=steps,
+        spectral=common,
     )

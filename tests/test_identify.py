@@ -543,10 +543,10 @@ def test_identify_returns_a_calibrated_ensemble_through_the_same_stages(data, he
         single.predict(held_out.q, held_out.qd, qdd=held_out.qdd)
 
 
-def test_the_residual_findings_read_the_recordings_of_the_most_common_rate():
+def test_the_residual_findings_read_recordings_at_every_rate():
     # Files imported on their own grids: two at 2 ms (0.03 % apart, as the DFKI logs) and a short one at
-    # 1.5 ms. One spectrum needs one rate: the 2 ms recordings are analysed, not none (which had made the
-    # structured network a candidate on data the basis writes well).
+    # 1.5 ms. The shares read all three (the spectra the 2 ms ones); none analysed had made the structured
+    # network a candidate on data the basis writes well.
     from lnn.identification._recipe import _findings
 
     system = simulations.DoublePendulum()
@@ -565,7 +565,9 @@ def test_the_residual_findings_read_the_recordings_of_the_most_common_rate():
     assert same_rate.at_common_rate() is same_rate  # 0.03 % apart: one rate, nothing left out
     findings = _findings(system, data)
     assert findings is not None and findings.qd_share.max() > 0.5  # the friction left over: a function of qd
-    assert findings.new_log_share.max() > 0.5  # the same friction in both 2 ms logs: it carries to the other
+    assert findings.new_log_share.max() > 0.5  # the same friction in all three logs: it carries to the others
+    common = _findings(system, same_rate)
+    assert common is not None and findings.mse != pytest.approx(common.mse)  # the 1.5 ms log is in the shares
     one = _findings(system, data.subset([0]))
     assert one is not None and np.all(np.isnan(one.new_log_share)) and "on a new log n/a" in one.format()
 

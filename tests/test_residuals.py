@@ -201,20 +201,33 @@ def test_bad_input_is_refused_with_the_name_and_value():
     jittered = dataclasses.replace(data, t=data.t + np.r_[0.0, 1e-3, np.zeros(data.t.size - 2)])
     with pytest.raises(ValueError, match="uniformly sampled"):
         residuals.analyze(SYSTEM, jittered)
-    two = _data(recordings=2)
-    second = two.trajectory == 1
-    for scale, ok in ((1.0003, True), (1.3, False)):  # files on their own grids: 0.03 % apart (DFKI), or 30 %
-        t = np.where(second, two.t * scale, two.t)
-        if ok:
-            residuals.analyze(SYSTEM, dataclasses.replace(two, t=t, dt=float("nan")))
-        else:
-            with pytest.raises(ValueError, match=r"share one sampling step within 1%.*analyse the recordings"):
-                residuals.analyze(SYSTEM, dataclasses.replace(two, t=t, dt=float("nan")))
     for options, match in (({"folds": 1}, "folds"), ({"bins": 0}, "bins"), ({"max_lag": -1.0}, "max_lag")):
         with pytest.raises(ValueError, match=match):
             residuals.analyze(SYSTEM, data, **options)
     with pytest.raises(TypeError, match="block"):
         residuals.analyze(SYSTEM, data, block="2 s")
+
+
+def test_recordings_at_other_rates_join_the_shares_not_the_spectra():
+    # Files on their own grids: 0.03 % apart (the DFKI logs) is one rate; a log at 1.3x the step is another,
+    # whose states still tell what a function of them explains, but whose lags in samples and spectrum do not
+    # add to the others'. Its recording is the planted Stribeck friction's too.
+    three = _data(recordings=3, planted=_stribeck)
+    last = three.trajectory == 2
+    for scale, spectral in ((1.0003, [True, True, True]), (1.3, [True, True, False])):
+        t = np.where(last, three.t * scale, three.t)
+        analysis = residuals.analyze(SYSTEM, dataclasses.replace(three, t=t, dt=float("nan")), by="recordings")
+        assert analysis.spectral.tolist() == spectral
+        np.testing.assert_allclose(analysis.recording_step, [DT, DT, DT * scale], rtol=1e-9)
+        assert analysis.dt == pytest.approx(DT, rel=1e-3)
+        assert analysis.qd_share[0] > 0.9  # the friction carries to each recording, whatever its rate
+        assert analysis.block == pytest.approx(DURATION * scale, rel=1e-2)
+    assert "at several rates (lags and spectra: the 2 recording(s) at 5 ms)" in analysis.format()
+    alone = residuals.analyze(SYSTEM, dataclasses.replace(three.subset([0, 1])), by="recordings")
+    np.testing.assert_allclose(analysis.psd, alone.psd)  # the spectrum is the two recordings' at 5 ms
+    np.testing.assert_allclose(analysis.shift_share, alone.shift_share, atol=1e-12)
+    blocks = residuals.analyze(SYSTEM, dataclasses.replace(three, t=t, dt=float("nan")))
+    assert blocks.qd_share[0] > 0.9 and blocks.fold[last].min() == 0 and np.unique(blocks.fold[last]).size == 5
 
 
 # -------------------------------------------------------------------- plot
@@ -258,6 +271,6 @@ def test_plot_from_a_model_into_given_axes_and_one_joint():
     new_logs = lnn.plot.residuals(SYSTEM, data, coordinates=0, axes=fig.subplots(1, 5), by="recordings")
     assert new_logs.analysis.by == "recordings"
     label = new_logs.axes[0][0].texts[0].get_text()
-    assert label == f"explained on new logs {100 * new_logs.analysis.qd_share[0]:.0f} %"
+    assert label == f"explained {100 * new_logs.analysis.qd_share[0]:.0f} %\non new logs"
     assert result.axes[0][0].texts[0].get_text().startswith("explained ")
     assert "new logs" not in result.axes[0][0].texts[0].get_text()

@@ -619,19 +619,19 @@ def _novel_share(model, held_out) -> float:
 def _findings(model, data) -> ResidualFindings | None:
     """:class:`ResidualFindings` of ``model`` on ``data`` (None when the data are too short to analyse).
 
-    Recordings at different rates (files on their own grids: the DFKI logs at 2 ms and one at 1.55 ms)
-    cannot share one spectrum: the recordings of the rate that holds the most samples are analysed, with
-    time blocks held out and, given two recordings or more, whole recordings.
+    Every recording, with time blocks held out and, given two recordings or more, whole recordings. Recordings
+    at different rates (files on their own grids: the DFKI logs at 2 ms and one at 1.55 ms) all count in the
+    shares; the lags and spectra read those at the rate that holds the most samples
+    (:func:`lnn.residuals.analyze`).
     """
     from lnn.residuals import analyze
 
-    common = data.at_common_rate()
     try:
-        blocks = analyze(model, common)
+        blocks = analyze(model, data)
     except ValueError:  # recordings too short for the folds and spectra
         return None
-    several = np.unique(np.asarray(common.trajectory)).size > 1
-    return ResidualFindings.of(blocks, analyze(model, common, by="recordings") if several else None)
+    several = np.unique(np.asarray(data.trajectory)).size > 1
+    return ResidualFindings.of(blocks, analyze(model, data, by="recordings") if several else None)
 
 
 def _check(dataset, offsets, ensemble, residual_lagrangian) -> None:
