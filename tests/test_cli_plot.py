@@ -238,6 +238,29 @@ def test_plot_residuals_of_a_model_on_a_dataset(files, tmp_path, capsys):
     assert not (tmp_path / "r.png").exists()
 
 
+def test_plot_residuals_reads_logs_of_different_lengths_and_rates(files, tmp_path, capsys):
+    # Imported logs as robots write them: one recording of 12 s at 5 ms, one of 9 s at 6.5 ms. They are no
+    # batch on one time grid (the kinds that draw trajectories say so), but the residual reads them all.
+    system, parts = simulations.DoublePendulum(), []
+    for k, (step, duration) in enumerate(((5e-3, 12.0), (6.5e-3, 9.0))):
+        t = np.arange(0.0, duration, step)
+        q = np.column_stack([np.sin(0.7 * t + k), 0.8 * np.cos(1.1 * t)])
+        qd = np.column_stack([0.7 * np.cos(0.7 * t + k), -0.88 * np.sin(1.1 * t)])
+        qdd = np.column_stack([-0.49 * np.sin(0.7 * t + k), -0.968 * np.cos(1.1 * t)])
+        parts.append((t, q, qd, qdd, system.inverse_dynamics(q, qd, qdd), np.full(t.size, k)))
+    t, q, qd, qdd, tau, ids = (np.concatenate(x) for x in zip(*parts))
+    logs = tmp_path / "logs.npz"
+    lnn.Dataset(t=t, q=q, qd=qd, qdd=qdd, tau=tau, trajectory=ids, angular=(True, True)).save(logs)
+    for by in ("blocks", "recordings"):
+        output = tmp_path / f"{by}.png"
+        assert main(["plot", "residuals", str(files / "model.keras"), str(logs), "--by", by, "-o", str(output)]) == 0
+        assert output.exists()
+    capsys.readouterr()
+    assert main(["plot", "trajectory", str(logs), "-o", str(tmp_path / "t.png")]) == 2
+    err = capsys.readouterr().err
+    assert "plot trajectory draws trajectories on one time grid, but the dataset" in err and "lnn rollout" in err
+
+
 def test_rollout_rejects_bad_options(files, tmp_path, capsys):
     model = str(files / "model.keras")
     assert (

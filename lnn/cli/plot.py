@@ -89,11 +89,26 @@ class _Inputs:
     """The inputs sorted by type, each with its path."""
 
     pairs: list = field(default_factory=list)  # (path, RolloutPair)
-    trajectories: list = field(default_factory=list)  # (path, Trajectory)
+    trajectories: list = field(default_factory=list)  # (path, Trajectory, or the ValueError of a dataset's batch)
     models: list = field(default_factory=list)  # (path, model)
     logs: list = field(default_factory=list)  # path
     datasets: list = field(default_factory=list)  # (path, Dataset)
     metadata: dict = field(default_factory=dict)  # of the first .npz
+
+    def batches(self, kind: str) -> list:
+        """``(path, Trajectory)`` of the trajectory and dataset inputs, for a kind that draws them as batches.
+
+        A dataset whose recordings lie on different time grids (logs of different lengths) is no batch:
+        the kinds that read a dataset sample by sample (``residuals``, ``calibration``) take it, these refuse it.
+        """
+        for path, trajectory in self.trajectories:
+            if isinstance(trajectory, ValueError):
+                raise ValueError(
+                    f"plot {kind} draws trajectories on one time grid, but the dataset {str(path)!r} is no such "
+                    f"batch ({trajectory}): roll the model out on it (lnn rollout MODEL --data {path.name}) and "
+                    f"plot the rollout pair"
+                )
+        return self.trajectories
 
 
 def _read_npz(path: Path):
@@ -137,10 +152,14 @@ def _load(paths: list[str]) -> _Inputs:
                     "parameters": content.parameters,
                     "angular": list(content.angular),
                 }
-                trajectory = content.as_trajectory()
-                inputs.trajectories.append(
-                    (path, dataclasses.replace(trajectory, metadata={**trajectory.metadata, **metadata}))
-                )
+                try:
+                    trajectory = content.as_trajectory()
+                except ValueError as exc:  # recordings of different lengths: refused only where a batch is drawn
+                    inputs.trajectories.append((path, exc))
+                else:
+                    inputs.trajectories.append(
+                        (path, dataclasses.replace(trajectory, metadata={**trajectory.metadata, **metadata}))
+                    )
             else:
                 inputs.trajectories.append((path, content))
                 metadata = content.metadata
@@ -187,8 +206,9 @@ def _pair(args, inputs: _Inputs):
         pair = inputs.pairs[0][1]
         return pair.true, pair.learned
     if inputs.trajectories:
-        true = inputs.trajectories[0][1]
-        learned = inputs.trajectories[1][1] if len(inputs.trajectories) > 1 else None
+        batches = inputs.batches(args.kind)
+        true = batches[0][1]
+        learned = batches[1][1] if len(batches) > 1 else None
         return true, learned
     raise ValueError(
         f"plot {args.kind} needs a rollout pair .npz (lnn rollout) or trajectory .npz files, got {args.inputs}"
@@ -282,13 +302,15 @@ def _compare(args, inputs: _Inputs):
         if len(inputs.pairs) == 1 and not args.label:
             learned = {"learned": inputs.pairs[0][1].learned}
     elif len(inputs.trajectories) >= 2 and args.kind == "error":
-        paths = [path for path, _ in inputs.trajectories[1:]]
-        reference = inputs.trajectories[0][1]
-        learned = dict(zip(_labels(args, paths), (t for _, t in inputs.trajectories[1:])))
+        batches = inputs.batches(args.kind)
+        paths = [path for path, _ in batches[1:]]
+        reference = batches[0][1]
+        learned = dict(zip(_labels(args, paths), (t for _, t in batches[1:])))
     elif inputs.trajectories and args.kind == "energy":
-        paths = [path for path, _ in inputs.trajectories]
+        batches = inputs.batches(args.kind)
+        paths = [path for path, _ in batches]
         return plot.energy_error(
-            dict(zip(_labels(args, paths), (t for _, t in inputs.trajectories))),
+            dict(zip(_labels(args, paths), (t for _, t in batches))),
             system=_system(args, inputs, required=False),
         )
     else:

@@ -62,7 +62,8 @@ def _axes_grid(axes, fig, rows: int):
 
 
 def _label(ax, text: str) -> None:
-    ax.text(
+    """A label in the panel's top left corner, left out of the layout (a long one must not shrink the panels)."""
+    label = ax.text(
         0.02,
         0.97,
         text,
@@ -72,6 +73,7 @@ def _label(ax, text: str) -> None:
         fontsize="small",
         bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.7, "pad": 1.0},
     )
+    label.set_in_layout(False)
 
 
 def _scatter(ax, x, y, curve, share: float, max_points: int, where: str = "") -> None:
@@ -81,7 +83,7 @@ def _scatter(ax, x, y, curve, share: float, max_points: int, where: str = "") ->
     ax.scatter(x[keep], y[keep], s=1.0, color="0.6", linewidths=0, rasterized=True)
     ax.stairs(curve.mean, curve.edges, color=LEARNED_COLOR, linewidth=1.2, baseline=None)
     ax.xaxis.set_major_locator(MaxNLocator(4))
-    _label(ax, f"explained{where} {100 * share:.0f} %" if np.isfinite(share) else "")
+    _label(ax, f"explained {100 * share:.0f} %{where}" if np.isfinite(share) else "")
 
 
 def _time(ax, analysis, j: int) -> None:
@@ -110,7 +112,9 @@ def _spectrum(ax, analysis, j: int, first_row: bool) -> None:
     for label, psd, color, linestyle in spectra:
         ax.loglog(frequency, np.maximum(psd[1:, j], floor), color=color, linestyle=linestyle, label=label)
     ax.axvline(analysis.median_frequency[j], color=PALETTE["blue"], linewidth=0.8, linestyle="--")
-    _label(ax, f"half below {analysis.median_frequency[j]:.2g} Hz")
+    spectral = analysis.n_recordings if analysis.spectral is None else int(np.sum(analysis.spectral))
+    which = "" if spectral == analysis.n_recordings else f"\n{spectral} of {analysis.n_recordings} logs (one rate)"
+    _label(ax, f"half below {analysis.median_frequency[j]:.2g} Hz{which}")
     if first_row:
         ax.legend(loc="lower left", fontsize="x-small")
 
@@ -202,7 +206,7 @@ def residuals(
         for r, j in enumerate(rows):
             ax = dict(zip(PANELS, grid[r]))
             y = analysis.residual[:, j]
-            where = " on new logs" if analysis.by == "recordings" else ""
+            where = "\non new logs" if analysis.by == "recordings" else ""
             _scatter(ax["qd"], analysis.qd[:, j], y, analysis.qd_mean[j], analysis.qd_share[j], max_points, where)
             _scatter(ax["q"], analysis.q[:, j], y, analysis.q_mean[j], analysis.q_share[j], max_points, where)
             _time(ax["time"], analysis, j)
