@@ -284,6 +284,13 @@ def test_measured_velocities_are_compared_and_can_be_used(tmp_path):
         return np.sqrt(np.mean((data.qd - motion(data.t, 1)) ** 2))
 
     assert rms_error(result.dataset) < rms_error(measured) < 0.05  # the lag costs
+    # Read again by its own import's rule, with the measured velocities, a log gets the same qd and qdd.
+    for window in (None, 41):
+        first = import_csv(tmp_path / "v.csv", velocity="measured", window=window, **options)
+        again = import_csv(tmp_path / "v.csv", velocity="measured", window=first.dataset.window_rule, **options)
+        assert again.report.files[0].window_qd == first.report.files[0].window_qd
+        np.testing.assert_array_equal(again.dataset.qd, first.dataset.qd)
+        np.testing.assert_array_equal(again.dataset.qdd, first.dataset.qdd)
 
 
 # ------------------------------------------------------------------ bad input
@@ -709,9 +716,18 @@ def test_held_out_logs_are_read_by_the_training_imports_rule(pendulum_logs, tmp_
     assert held.dataset.window_rule == rule  # read on, it passes the same rule along
     same = import_csv(tmp_path / "held.csv", window=expected, **options).dataset
     np.testing.assert_array_equal(held.dataset.qdd, same.qdd)
-    # The training log read by its own rule gets its own windows back.
+    # The training log read by its own rule gets its own windows back, with measured velocities too (whose
+    # qd windows the torques' rule leaves to the spectrum).
     again = import_csv(paths[:1], window=rule, **options)
     np.testing.assert_array_equal(again.dataset.qdd, train.dataset.qdd)
+    data = train.dataset
+    write_log(tmp_path / "with_qd.csv", data.t, data.q, data.tau, qd=data.qd)
+    measured = dict(options, qd=["qd1", "qd2"], velocity="measured")
+    first = import_csv(tmp_path / "with_qd.csv", **measured)
+    assert first.dataset.window_rule.rule == "torque"
+    second = import_csv(tmp_path / "with_qd.csv", window=first.dataset.window_rule, **measured)
+    assert second.report.files[0].window_qd == first.report.files[0].window_qd != first.report.files[0].window_qdd
+    np.testing.assert_array_equal(second.dataset.qd, first.dataset.qd)
 
 
 def test_given_and_spectral_rules_carry_as_themselves(pendulum_logs):

@@ -257,7 +257,8 @@ def _choose_windows(logs, steps, cleaning: Cleaning, *, n: int) -> tuple[list[_W
         carried = []
         for usable, h in zip(grids, steps):
             w = rule.window_at(h)
-            qd = _spectral_windows(usable, h, cleaning, n=n).qd if cleaning.velocity == "measured" else (w,) * n
+            measured = cleaning.velocity == "measured" and rule.rule == "torque"  # as the torques' own branch
+            qd = _spectral_windows(usable, h, cleaning, n=n).qd if measured else (w,) * n
             noise = tuple(_noise([g["q"][:, j] for g in usable], h, cleaning.order) for j in range(n))
             nan = (math.nan,) * n
             carried.append(_Windows(qd, (w,) * n, nan, nan, noise, rule="carried"))
