@@ -222,8 +222,10 @@ def run(args) -> int:
 
 def _window_option(args):
     """The import's ``window`` and ``order``: ``--window``/``--order``, or the rule of ``--like``'s import."""
+    from lnn.ingest import DEFAULT_ORDER
+
     if args.like is None:
-        return args.window, 4 if args.order is None else args.order
+        return args.window, DEFAULT_ORDER if args.order is None else args.order
     if args.window is not None:
         raise ValueError(f"give --window or --like, not both; got --window {args.window} and --like {args.like}")
     from lnn.data import Dataset
