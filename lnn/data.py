@@ -28,7 +28,7 @@ from lnn import _validate
 from lnn.errors import TimeSplitWarning
 from lnn.ingest import ImportedLogs, WindowRule, read_csv, read_rosbag
 from lnn.integrate import rollout
-from lnn.residuals import STEP_TOLERANCE
+from lnn.residuals import STEP_TOLERANCE, common_rate
 from lnn.trajectory import Trajectory
 
 __all__ = [
@@ -220,15 +220,11 @@ class Dataset:
         -------
         Dataset
         """
-        groups = [(i, rows, _mean_step(self.t[rows])) for i, rows in _groups(self.trajectory) if rows.shape[0] > 1]
-        best: list[int] = []
-        best_count = -1
-        for _, _, step in groups:
-            members = [(i, rows.shape[0]) for i, rows, other in groups if _same_rate(other, step)]
-            count = sum(size for _, size in members)
-            if count > best_count:
-                best, best_count = [i for i, _ in members], count
-        return self if not groups or len(best) == self.n_trajectories else self.subset(best)
+        groups = _groups(self.trajectory)
+        steps = [_mean_step(self.t[rows]) for _, rows in groups]
+        common = common_rate(steps, [rows.shape[0] for _, rows in groups])
+        best = [i for (i, _), at_rate in zip(groups, common) if at_rate]
+        return self if not best or len(best) == self.n_trajectories else self.subset(best)
 
     def subset(self, trajectory_ids) -> Dataset:
         """The samples of the given trajectories, in their original order.

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ConditionalMean", "ResidualAnalysis", "analyze"]
+__all__ = ["STEP_TOLERANCE", "ConditionalMean", "ResidualAnalysis", "analyze", "common_rate"]
 
 
 @dataclass(frozen=True)
@@ -348,6 +348,27 @@ def _read_data(data):
 STEP_TOLERANCE = 0.01
 
 
+def common_rate(steps, sizes) -> np.ndarray:
+    """Which recordings lie at the rate that holds the most samples: steps within :data:`STEP_TOLERANCE` of
+    one recording's, the largest such group in samples (the first of equal ones).
+
+    Parameters
+    ----------
+    steps : array_like, shape ``(K,)``
+        Each recording's sampling interval (s); NaN for a recording of one sample, which joins no group.
+    sizes : array_like, shape ``(K,)``
+        Each recording's number of samples.
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape ``(K,)``
+        All False when no recording has a step.
+    """
+    steps, sizes = np.asarray(steps, np.float64), np.asarray(sizes)
+    groups = [np.abs(steps - h) <= STEP_TOLERANCE * h for h in steps if np.isfinite(h)]
+    return max(groups, key=lambda group: int(sizes[group].sum()), default=np.zeros(steps.shape, bool))
+
+
 def _steps(t: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     """Each recording's sampling interval ``(K,)``, which recordings share the common rate ``(K,)`` bool, and
     that rate's step.
@@ -369,9 +390,7 @@ def _steps(t: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray, f
             f"data.t must be uniformly sampled within each recording (for lags and spectra); steps range "
             f"from {every.min():.6g} to {every.max():.6g} s: resample first (lnn.Dataset.from_csv does)"
         )
-    known = np.flatnonzero(lengths > 1)
-    groups = [np.abs(own - own[k]) <= STEP_TOLERANCE * own[k] for k in known]
-    common = max(groups, key=lambda group: int(lengths[group].sum()))
+    common = common_rate(own, lengths)
     dt = float(np.median(own[common]))
     own = np.where(np.isfinite(own), own, dt)  # a recording of one sample: any step
     return own, common, dt
