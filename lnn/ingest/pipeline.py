@@ -252,26 +252,20 @@ def _choose_windows(logs, steps, cleaning: Cleaning, *, n: int) -> tuple[list[_W
     rule's windows where the torques cannot decide.
     """
     grids = [_provisional_grids(log, h, cleaning) for log, h in zip(logs, steps)]
-    rule = cleaning.window
-    if isinstance(rule, WindowRule) and rule.window is not None:
-        carried = []
+    fixed = _rule_of(cleaning, ())  # a given window is the rule "given"; None: the torques' rule, still to run
+    if fixed.window is not None:  # a given or carried window, at each log's step
+        label = "carried" if isinstance(cleaning.window, WindowRule) else "given"
+        windows = []
         for usable, h in zip(grids, steps):
-            w = rule.window_at(h)
-            measured = cleaning.velocity == "measured" and rule.rule == "torque"  # as the torques' own branch
+            w = fixed.window_at(h)
+            measured = cleaning.velocity == "measured" and fixed.rule == "torque"  # as the torques' own branch
             qd = _spectral_windows(usable, h, cleaning, n=n).qd if measured else (w,) * n
             noise = tuple(_noise([g["q"][:, j] for g in usable], h, cleaning.order) for j in range(n))
             nan = (math.nan,) * n
-            carried.append(_Windows(qd, (w,) * n, nan, nan, noise, rule="carried"))
-        return carried, ()
-    if isinstance(cleaning.window, int):
-        given = []
-        for usable, h in zip(grids, steps):
-            noise = tuple(_noise([g["q"][:, j] for g in usable], h, cleaning.order) for j in range(n))
-            nan = (math.nan,) * n
-            given.append(_Windows((cleaning.window,) * n, (cleaning.window,) * n, nan, nan, noise, rule="given"))
-        return given, ()
+            windows.append(_Windows(qd, (w,) * n, nan, nan, noise, rule=label))
+        return windows, ()
     spectral = [_spectral_windows(usable, h, cleaning, n=n) for usable, h in zip(grids, steps)]
-    if cleaning.window == WINDOW_RULE_SPECTRUM or isinstance(rule, WindowRule):  # the spectral rule, carried
+    if cleaning.window is not None:  # the spectral rule, named or carried
         return spectral, ()
     pooled = [(g, h) for usable, h in zip(grids, steps) for g in usable]
     reference = float(np.median([h for _, h in pooled]))
