@@ -23,7 +23,7 @@ Public API (see each object's docstring):
   :class:`MassMatrixError`, :class:`IndefiniteMassMatrixError`,
   :class:`NonPhysicalMassMatrixError`, :class:`TrainingDivergedError`,
   :class:`IdentifiabilityWarning`, :class:`TimeSplitWarning`, :class:`RuntimeFallbackWarning`,
-  :class:`NoveltyWarning`
+  :class:`CompilationWarning`, :class:`NoveltyWarning`
 """
 
 from typing import TYPE_CHECKING
@@ -39,6 +39,7 @@ from lnn.data import (
     generate,
 )
 from lnn.errors import (
+    CompilationWarning,
     IdentifiabilityWarning,
     IndefiniteMassMatrixError,
     IntegrationError,
@@ -99,6 +100,7 @@ __all__ = [
     "TrainingDivergedError",
     "IdentifiabilityWarning",
     "RuntimeFallbackWarning",
+    "CompilationWarning",
     "NoveltyWarning",
 ]
 

@@ -18,6 +18,8 @@ class                                     when                                  
 :class:`IdentifiabilityWarning`           data that cannot identify what a loss asks
 :class:`RuntimeFallbackWarning`           a private TensorFlow path fell back to the   ``RuntimeWarning``
                                           public one
+:class:`CompilationWarning`               a faster compiled form failed; the slower    ``RuntimeWarning``
+                                          form is used (same results)
 :class:`NoveltyWarning`                   a rollout left the states a model was
                                           trained on (``novelty > 1``)
 ========================================  ==========================================  ==================
@@ -34,6 +36,7 @@ This module imports nothing of the package: every other module may import it.
 from __future__ import annotations
 
 __all__ = [
+    "CompilationWarning",
     "IdentifiabilityWarning",
     "IndefiniteMassMatrixError",
     "IntegrationError",
@@ -162,6 +165,15 @@ class IdentifiabilityWarning(LNNWarning):
 
 class RuntimeFallbackWarning(LNNWarning, RuntimeWarning):
     """A private TensorFlow path is unavailable; the public (slower) one is used."""
+
+
+class CompilationWarning(LNNWarning, RuntimeWarning):
+    """A faster compiled form (an XLA compilation, a model's compiled call) failed; the slower one is used.
+
+    Issued once per operation and kind of failure, with the exception's type
+    and message: the results are those of the slower form, so only the speed
+    changes, but a user who asked for XLA learns why it is not used.
+    """
 
 
 class NoveltyWarning(LNNWarning):

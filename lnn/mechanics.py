@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 
 import numpy as np
@@ -373,7 +374,14 @@ def _unbatch(x, single: bool):
 
 # -- compiled-function cache ---------------------------------------------------
 
-_CACHE: dict = {}
+#: Most compiled functions the cache keeps; the least recently used is dropped
+#: first. An owner that dies removes its entries, but a callable that cannot be
+#: weakly referenced, or a new closure per call, would otherwise grow the cache
+#: (and TensorFlow's graphs) for as long as the process runs. A dropped
+#: function is traced again on its next call.
+CACHE_SIZE = 256
+
+_CACHE: OrderedDict = OrderedDict()
 
 
 def _owner_and_func(fn):
@@ -437,6 +445,10 @@ def _compiled(fn, op: str, dtype, n: int, n_args: int, body, options=()):
     key = _cache_key(fn, op, dtype, n, options)
     entry = _CACHE.get(key)
     if entry is not None:
+        try:
+            _CACHE.move_to_end(key)
+        except KeyError:  # its owner's finalizer removed it meanwhile; the entry still works
+            pass
         return entry[1]
     resolve = _resolver(fn)
     spec = [tf.TensorSpec((None, n), dtype)] * n_args
@@ -447,6 +459,8 @@ def _compiled(fn, op: str, dtype, n: int, n_args: int, body, options=()):
     function = tf.function(traced, input_signature=spec, autograph=False)
     concrete = fast_caller(function.get_concrete_function())  # skips the dispatch
     _CACHE[key] = (function, concrete)
+    while len(_CACHE) > CACHE_SIZE:
+        _CACHE.popitem(last=False)
     owner, _ = _owner_and_func(fn)
     try:
         weakref.finalize(owner, _CACHE.pop, key, None)

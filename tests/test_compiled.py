@@ -292,3 +292,51 @@ def test_sublayers_and_scalar_summaries_through_public_apis(tmp_path):
     assert events
     record = next(iter(tf.data.TFRecordDataset(events[0]).skip(1)))
     assert b"loss" in record.numpy()
+
+
+# -- a failed compilation says why ------------------------------------------------------
+
+
+def _failing_xla_body(x):
+    raise RuntimeError("no XLA form here")
+
+
+def test_a_failed_compilation_stays_in_graph_mode_and_warns_once_with_its_reason(monkeypatch):
+    import tensorflow as tf
+
+    monkeypatch.setattr(compiled, "_REPORTED", set())
+    op = compiled.CompiledOp(
+        lambda x: 2.0 * x, width=2, dtype=tf.float64, xla=True, xla_body=_failing_xla_body, name="doubling"
+    )
+    x = np.arange(14.0).reshape(7, 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for rows in (3, 3, 5, 5, 3):  # two sizes recur: two compilations, both fail
+            out = op(x[:rows])
+            np.testing.assert_array_equal(out.numpy(), 2.0 * x[:rows])
+        compiled.wait()
+    assert [(c.rows, c.ok) for c in op.compilations] == [(3, False), (6, False)]
+    assert all(c.error == "RuntimeError: no XLA form here" for c in op.compilations)
+    assert op.ready == set()
+    np.testing.assert_array_equal(op(x[:3]).numpy(), 2.0 * x[:3])  # still graph mode, same results
+    reports = [w for w in caught if issubclass(w.category, lnn.CompilationWarning)]
+    assert len(reports) == 1, [str(w.message) for w in caught]  # once per operation and kind of failure
+    assert "XLA compilation of doubling at 3 rows failed (RuntimeError: no XLA form here)" in str(reports[0].message)
+
+
+def test_a_failed_compilation_of_a_solver_loop_is_logged_with_its_reason(monkeypatch):
+    from lnn.solvers import _scheduler
+
+    class Refusing:
+        def get_concrete_function(self):
+            raise ValueError("the loop does not compile")
+
+    monkeypatch.setattr(compiled, "_REPORTED", set())
+    scheduler = object.__new__(_scheduler.RolloutScheduler)  # only what _compile reads
+    scheduler._xla, scheduler._xla_function, scheduler.compilations, scheduler.ready = None, Refusing(), [], set()
+    with pytest.warns(lnn.CompilationWarning, match=r"solver loop at 4 rows failed \(ValueError: the loop does not"):
+        scheduler._compile(((4, 2), (9,)), ((), ()))
+    assert [(c.rows, c.ok, c.error) for c in scheduler.compilations] == [
+        (4, False, "ValueError: the loop does not compile")
+    ]
+    assert scheduler.ready == set()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -247,12 +249,10 @@ def test_indefinite_mass_matrix_raises_with_count_and_eigenvalue():
     qd = np.ones((4, 2))
     with pytest.raises(
         mechanics.MassMatrixError, match=r"not positive definite for 2 of 4 samples \(smallest eigenvalue -1"
-    ):
+    ) as caught:
         mechanics.acceleration(_indefinite, q, qd)
-    try:
-        mechanics.acceleration(_indefinite, q, qd)
-    except mechanics.MassMatrixError as exc:
-        assert exc.health.fraction_not_positive_definite == 0.5
+    assert caught.value.health.fraction_not_positive_definite == 0.5
+    np.testing.assert_allclose(caught.value.health.min_eigenvalue, -1.0, atol=1e-12)
     assert issubclass(mechanics.MassMatrixError, ValueError)
 
 
@@ -448,3 +448,31 @@ def test_pack_columns_keeps_gradients_under_a_tape():
         tape.watch(qd)
         total = tf.reduce_sum(mechanics.pack_columns([q, qd], tf.float32) ** 2)
     np.testing.assert_array_equal(tape.gradient(total, qd).numpy(), 2 * qd.numpy())
+
+
+def test_the_compiled_function_cache_is_bounded_and_keeps_the_recently_used(monkeypatch):
+    """Callables that cannot be weakly referenced stay alive in the cache: its size is what bounds it."""
+    monkeypatch.setattr(mechanics, "CACHE_SIZE", 3)
+    monkeypatch.setattr(mechanics, "_CACHE", type(mechanics._CACHE)())
+
+    class Lagrangian:  # __slots__ without __weakref__: not weakly referenceable
+        __slots__ = ("k",)
+
+        def __init__(self, k):
+            self.k = k
+
+        def __call__(self, q, qd):
+            return 0.5 * self.k * tf.reduce_sum(qd**2, axis=1) - 0.5 * tf.reduce_sum(q**2, axis=1)
+
+    q, qd = np.array([[0.3, -0.2]]), np.array([[0.1, 0.4]])
+    springs = [Lagrangian(k) for k in (1.0, 2.0, 3.0, 4.0)]
+    for spring in springs[:3]:
+        np.testing.assert_allclose(mechanics.acceleration(spring, q, qd).numpy(), -q / spring.k, rtol=1e-12)
+    assert len(mechanics._CACHE) == 3
+    mechanics.acceleration(springs[0], q, qd)  # used again: the most recent now
+    np.testing.assert_allclose(mechanics.acceleration(springs[3], q, qd).numpy(), -q / 4.0, rtol=1e-12)
+    assert len(mechanics._CACHE) == 3
+    count = functools.partial(mechanics.tracing_count, op="acceleration", dtype="float64", n_dof=2)
+    assert [count(s) for s in springs] == [1, 0, 1, 1]  # the least recently used (k = 2) was dropped
+    np.testing.assert_allclose(mechanics.acceleration(springs[1], q, qd).numpy(), -q / 2.0, rtol=1e-12)
+    assert count(springs[1]) == 1 and len(mechanics._CACHE) == 3

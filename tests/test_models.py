@@ -534,3 +534,35 @@ def test_weighted_gram_equals_the_batched_matmul_under_xla(n, width):
         body = _runtime.xla_body(weighted_gram) if jit else weighted_gram
         out = tf.function(body, jit_compile=jit, autograph=False)(k, c).numpy()
         np.testing.assert_allclose(out, reference, rtol=1e-12, atol=1e-12)
+
+
+def test_a_refused_cholesky_of_a_large_model_names_the_samples_and_nothing_else_is_retried(monkeypatch):
+    """n > 12 solves with TensorFlow's Cholesky, which raises on an indefinite M instead of returning NaN."""
+    n = mechanics.UNROLLED_CHOLESKY_MAX_N + 1
+    model = _model("kinetic-potential", n=n, angular=False, hidden=(8, 8))
+    rng = np.random.default_rng(0)
+    for w in model.kinetic_net.trainable_weights:  # an unconstrained T with random weights: indefinite somewhere
+        w.assign(rng.normal(0, 1.0, w.shape))
+    q, qd = rng.normal(0, 3, (64, n)), rng.normal(0, 3, (64, n))
+    bad = int(round(64 * model.mass_matrix_health(q, qd).fraction_not_positive_definite))
+    assert bad > 0
+    with pytest.raises(mechanics.MassMatrixError, match=rf"not positive definite for {bad} of 64 samples"):
+        model.acceleration(q, qd)
+
+    # Any other failure of the compiled call is raised as it is, not run a second time.
+    calls = []
+
+    def failing_once(op, regularize=None):
+        def call(x):
+            calls.append(op)
+            if len(calls) == 1:
+                raise tf.errors.InvalidArgumentError(None, None, "an unrelated failure")
+            return real(op, regularize)(x)
+
+        return call
+
+    real = model._compiled_op
+    monkeypatch.setattr(model, "_compiled_op", failing_once)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="an unrelated failure"):
+        model.acceleration(q[:2], qd[:2])
+    assert calls == ["acceleration_free"]

@@ -29,11 +29,13 @@ from __future__ import annotations
 import dataclasses
 import queue
 import threading
+import warnings
 
 import numpy as np
 import tensorflow as tf
 
 from lnn import _runtime
+from lnn.errors import CompilationWarning
 from lnn.mechanics import batch_bucket, pad_rows
 
 __all__ = ["XLA_AFTER_CALLS", "CompiledOp", "Compilation", "submit", "wait"]
@@ -54,11 +56,50 @@ class Compilation:
         Name of the thread that compiled it (the background worker's, ``"lnn-xla"``).
     ok : bool
         False if the compilation raised (that size then stays in graph mode).
+    error : str
+        The exception of a failed compilation, ``"TypeName: message"``
+        (``""`` when ``ok``); the first of each kind is also warned
+        (:class:`lnn.CompilationWarning`).
     """
 
     rows: int
     thread: str
     ok: bool
+    error: str = ""
+
+
+_REPORTED: set = set()
+_REPORTED_LOCK = threading.Lock()
+
+
+def report_failure(what: str, exc: BaseException) -> str:
+    """Say once per ``what`` and exception type why a faster form failed; the reason as text.
+
+    A failed XLA compilation leaves its batch size in graph mode, which gives
+    the same results more slowly: it must not stop the caller, but it must
+    not pass silently either, so the first failure of each kind is a
+    :class:`lnn.CompilationWarning` naming the exception.
+
+    Parameters
+    ----------
+    what : str
+        The form that failed, e.g. ``"XLA compilation of acceleration at 64 rows"``.
+    exc : BaseException
+        What it raised.
+
+    Returns
+    -------
+    str
+        ``"TypeName: message"`` (kept in :attr:`Compilation.error`).
+    """
+    reason = f"{type(exc).__name__}: {exc}".strip()
+    key = (what.split(" at ")[0], type(exc).__name__)  # once per operation, not per batch size
+    with _REPORTED_LOCK:
+        first = key not in _REPORTED
+        _REPORTED.add(key)
+    if first:
+        warnings.warn(f"lnn: {what} failed ({reason}); the slower form is used (same results)", CompilationWarning, 2)
+    return reason
 
 
 class CompiledOp:
@@ -76,9 +117,12 @@ class CompiledOp:
     xla_body : callable, optional
         The body of the XLA form (default ``body``); traced inside
         :func:`lnn._runtime.xla_tracing`.
+    name : str, optional
+        The operation's name in a warning of a failed compilation.
     """
 
-    def __init__(self, body, *, width: int, dtype, xla: bool, xla_body=None) -> None:
+    def __init__(self, body, *, width: int, dtype, xla: bool, xla_body=None, name: str = "an operation") -> None:
+        self.name = name
         spec = [tf.TensorSpec((None, width), dtype)]
         self.dtype = tf.as_dtype(dtype)
         self.graph_function = tf.function(body, input_signature=spec, autograph=False)
@@ -136,16 +180,19 @@ class CompiledOp:
 
     def _compile(self, size: int, row: np.ndarray) -> None:
         """Compile (and run once) the XLA form at ``size`` rows: the background worker's job."""
-        ok = True
+        failure = None
         try:
             if self._xla is None:
                 self._xla = _runtime.fast_caller(self.xla_function.get_concrete_function())
             self.xla_function(self._tensor(np.repeat(row, size, axis=0)))
-        except Exception:  # a failed compilation leaves that size in graph mode
-            ok = False
-        self.compilations.append(Compilation(size, threading.current_thread().name, ok))
-        if ok:
+        except Exception as exc:  # a failed compilation leaves that size in graph mode, and says why
+            failure = exc
+        if failure is None:
+            self.compilations.append(Compilation(size, threading.current_thread().name, True))
             self.ready.add(size)
+            return
+        reason = report_failure(f"XLA compilation of {self.name} at {size} rows", failure)
+        self.compilations.append(Compilation(size, threading.current_thread().name, False, reason))
 
 
 # ----------------------------------------------------------------------------- the worker

@@ -412,7 +412,7 @@ class Ensemble(keras.Model):
             return tf.stack([graph(m, parts) for m in members], axis=1)
 
         xla = all(m.xla for m in members) and n <= mechanics.UNROLLED_CHOLESKY_MAX_N
-        fn = CompiledOp(body, width=n_args * n, dtype=self._tf_dtype, xla=xla)
+        fn = CompiledOp(body, width=n_args * n, dtype=self._tf_dtype, xla=xla, name=f"ensemble {op}")
         self._ops[op] = fn
         return fn
 

@@ -694,7 +694,9 @@ class LagrangianNetwork(keras.Model):
                 parts = [x[:, i * n : (i + 1) * n] for i in range(n_args)]
                 return mechanics.solve_cholesky(*system(*parts), regularize)
 
-        fn = CompiledOp(body, width=n_args * n, dtype=self._tf_dtype, xla=self.xla and xla, xla_body=xla_body)
+        fn = CompiledOp(
+            body, width=n_args * n, dtype=self._tf_dtype, xla=self.xla and xla, xla_body=xla_body, name=str(op)
+        )
         self._functions[key] = fn
         return fn
 
@@ -831,8 +833,12 @@ class LagrangianNetwork(keras.Model):
                 qdd = self._compiled_op(op, shift)(x)
                 if mechanics._all_finite(qdd.numpy()):
                     return qdd
-            except tf.errors.InvalidArgumentError:  # TensorFlow's Cholesky (large n) refused M
-                pass
+            except tf.errors.InvalidArgumentError as exc:
+                if "cholesky" not in str(exc).lower():  # not a refused M: nothing to explain, nothing to retry
+                    raise
+                # TensorFlow's Cholesky (large n) refused M: say which samples and how (no second solve)
+                mass = self._compiled_op("mass_matrix")(x[:, : 2 * self.n_dof])
+                raise mechanics.not_positive_definite_error(mass, shift) from None
             packed = mechanics._make_eager(x, self._tf_dtype)
         else:
             pairs = (("q", q), ("qd", qd)) + ((("tau", tau),) if tau is not None else ())

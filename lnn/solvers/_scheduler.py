@@ -180,16 +180,20 @@ class RolloutScheduler:
     def _compile(self, shape, inputs) -> None:
         """Compile the XLA form for ``shape`` (one loop iteration run): the background worker's job."""
         args, state = inputs
-        ok = True
+        failure = None
         try:
             if self._xla is None:
                 self._xla = _runtime.fast_caller(self._xla_function.get_concrete_function())
             self._xla_function(*args, tf.constant(1, tf.int32), *state)
-        except Exception:  # a failed compilation leaves that shape in graph mode
-            ok = False
-        self.compilations.append(compiled.Compilation(int(shape[0][0]), threading.current_thread().name, ok))
-        if ok:
+        except Exception as exc:  # a failed compilation leaves that shape in graph mode, and says why
+            failure = exc
+        rows, thread = int(shape[0][0]), threading.current_thread().name
+        if failure is None:
+            self.compilations.append(compiled.Compilation(rows, thread, True))
             self.ready.add(shape)
+            return
+        reason = compiled.report_failure(f"XLA compilation of the solver loop at {rows} rows", failure)
+        self.compilations.append(compiled.Compilation(rows, thread, False, reason))
 
 
 def bucket(rows: int) -> int:
