@@ -101,14 +101,77 @@ CASES = {
 }
 
 
+#: The lnn.plot function each kind draws with.
+DRAWN_BY = {
+    "trajectory": "trajectories",
+    "phase": "phase_portraits",
+    "energy": "energy_error",
+    "error": "rollout_error",
+    "paper": "paper_figure",
+    "history": "history",
+    "mass-matrix": "mass_matrix",
+    "potential": "potential",
+    "torques": "torques",
+    "residuals": "residuals",
+}
+
+
+def _same_model(drawn, files):
+    """The model the CLI drew is the saved one: same energies at a few states."""
+    saved = lnn.load_model(files / "model.keras")
+    q, qd = np.array([[0.3, -1.2], [2.0, 0.5]]), np.array([[0.4, -0.1], [1.5, 2.0]])
+    np.testing.assert_array_equal(drawn.lagrangian(q, qd).numpy(), saved.lagrangian(q, qd).numpy())
+
+
+def _check_drawn(kind, files, args, kwargs):
+    """What the CLI passed to the lnn.plot function is what the files hold (the figures' values: test_plot.py)."""
+    pair = RolloutPair.load(files / "rollout.npz")
+    truth = simulations.make_system("double-pendulum", m2=1.5).parameters()  # named by the rollout's metadata
+    if kind in ("trajectory", "phase", "paper", "error"):
+        np.testing.assert_array_equal(args[0].q, pair.true.q)
+        learned = args[1]["learned"] if kind == "error" else args[1]
+        np.testing.assert_array_equal(learned.q, pair.learned.q)
+        if kind == "paper":
+            assert kwargs["system"].parameters() == truth
+    elif kind == "energy":
+        np.testing.assert_array_equal(args[0]["learned"].q, pair.learned.q)
+        np.testing.assert_array_equal(kwargs["reference"].q, pair.true.q)
+        assert kwargs["system"].parameters() == truth
+    elif kind == "history":
+        assert args[0] == files / "log.csv"  # the log is read by lnn.plot.history (test_plot.py)
+    elif kind in ("mass-matrix", "torques"):
+        assert args[0].parameters() == truth
+        _same_model(args[2] if kind == "torques" else args[1], files)
+        if kind == "torques":
+            np.testing.assert_array_equal(args[1].q, pair.true.q)
+    elif kind == "potential":
+        assert args[0].parameters() == simulations.DoublePendulum().parameters()  # --system, default parameters
+        _same_model(args[1], files)
+    else:
+        _same_model(args[0], files)
+        np.testing.assert_array_equal(args[1].q, lnn.Dataset.load(files / "dataset.npz").q)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(CASES))
-def test_plot_every_kind_from_the_files(kind, files, capsys):
+def test_plot_every_kind_from_the_files(kind, files, capsys, monkeypatch):
+    from lnn import plot
+
+    calls = []
+    real = getattr(plot, DRAWN_BY[kind])
+
+    def spy(*args, **kwargs):
+        calls.append((args, kwargs))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(plot, DRAWN_BY[kind], spy)
     inputs = [str(files / a) if "." in a else a for a in CASES[kind]]
     suffix = ".pdf" if kind == "history" else ".png"
     output = files / f"{kind}{suffix}"
     assert main(["plot", kind, *inputs, "-o", str(output)]) == 0
     assert f"wrote {output}" in capsys.readouterr().out
+    assert len(calls) == 1, calls
+    _check_drawn(kind, files, *calls[0])
     if suffix == ".png":
         check_png(output)
     else:
@@ -207,6 +270,7 @@ def test_plot_refuses_to_overwrite_and_reports_bad_input(files, tmp_path, capsys
     assert main(["plot", "trajectory", dataset, "-o", str(tmp_path / "t.gif")]) == 2
     assert "-o must end in one of .png, .pdf, .svg" in capsys.readouterr().err
     assert main(["plot", "animate", dataset, "-o", str(tmp_path / "a.png")]) == 2
+    assert f"-o must end in one of .gif, .mp4, got '{tmp_path / 'a.png'}'" in capsys.readouterr().err
     assert main(["plot", "history", str(tmp_path / "missing.csv"), "-o", str(tmp_path / "h.png")]) == 2
     assert "no such input file" in capsys.readouterr().err
     (tmp_path / "notes.txt").write_text("hello")
@@ -270,6 +334,7 @@ def test_rollout_rejects_bad_options(files, tmp_path, capsys):
     assert main(["rollout", model, "--system", "no-such-system", "-o", str(tmp_path / "r.npz")]) == 2
     assert "known systems" in capsys.readouterr().err
     assert main(["rollout", model, "--system", "double-pendulum", "-o", str(tmp_path / "r.txt")]) == 2
+    assert f"lnn rollout: error: -o must end in one of .npz, got '{tmp_path / 'r.txt'}'" in capsys.readouterr().err
     assert (
         main(
             [

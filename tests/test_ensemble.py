@@ -823,4 +823,7 @@ def test_lnn_train_ensemble_writes_a_model_that_loads(data, tmp_path, capsys):
     assert main(["plot", "calibration", str(model_path), str(data_path), "-o", str(figure)]) == 0
     assert figure.read_bytes().startswith(b"\x89PNG")
     assert main(["plot", "calibration", str(model_path), "-o", str(tmp_path / "c.png")]) == 2
+    assert "plot calibration needs exactly one held-out dataset .npz" in capsys.readouterr().err
     assert main(["train", str(data_path), "-o", str(tmp_path / "x.keras"), "--ensemble", "1"]) == 2
+    assert "lnn train: error: --ensemble must be at least 2 members, got 1" in capsys.readouterr().err
+    assert not (tmp_path / "x.keras").exists() and not (tmp_path / "c.png").exists()

@@ -123,12 +123,29 @@ def test_parts_take_single_states_and_compile_once():
 
 
 def test_parts_inline_inside_a_tape():
+    """The tape's gradient of a loss on gravity and Coriolis torques is the finite difference of that loss."""
     model = _trained_like("kinetic-potential")
     q, qd, _ = (tf.constant(x) for x in _states(4))
+
+    def loss():
+        return float(tf.reduce_sum(model.gravity(q) ** 2) + tf.reduce_sum(model.coriolis(q, qd) ** 2))
+
     with tf.GradientTape() as tape:
-        loss = tf.reduce_sum(model.gravity(q) ** 2) + tf.reduce_sum(model.coriolis(q, qd) ** 2)
-    grads = tape.gradient(loss, model.trainable_variables)
-    assert any(g is not None and float(tf.reduce_max(tf.abs(g))) > 0 for g in grads)
+        value = tf.reduce_sum(model.gravity(q) ** 2) + tf.reduce_sum(model.coriolis(q, qd) ** 2)
+    grads = tape.gradient(value, model.trainable_variables)
+    assert all(g is not None for g in grads), [v.name for v, g in zip(model.trainable_variables, grads) if g is None]
+    rng = np.random.default_rng(7)
+    directions = [rng.normal(size=v.shape) for v in model.trainable_variables]
+    along = sum(float(np.sum(g.numpy() * d)) for g, d in zip(grads, directions))
+    h, shifted = 1e-5, []
+    for sign in (1.0, -1.0):
+        for v, d in zip(model.trainable_variables, directions):
+            v.assign_add(sign * h * d)
+        shifted.append(loss())
+        for v, d in zip(model.trainable_variables, directions):
+            v.assign_sub(sign * h * d)
+    assert abs(along) > 1e-3
+    np.testing.assert_allclose(along, (shifted[0] - shifted[1]) / (2 * h), rtol=1e-6)
 
 
 # -------------------------------------------------------------- the exact Lagrangian's parts
