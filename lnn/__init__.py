@@ -23,7 +23,7 @@ Public API (see each object's docstring):
   :class:`MassMatrixError`, :class:`IndefiniteMassMatrixError`,
   :class:`NonPhysicalMassMatrixError`, :class:`TrainingDivergedError`,
   :class:`IdentifiabilityWarning`, :class:`TimeSplitWarning`, :class:`RuntimeFallbackWarning`,
-  :class:`NoveltyWarning`
+  :class:`NoveltyWarning`, :class:`PrecisionWarning`
 """
 
 from typing import TYPE_CHECKING
@@ -47,6 +47,7 @@ from lnn.errors import (
     MassMatrixError,
     NonPhysicalMassMatrixError,
     NoveltyWarning,
+    PrecisionWarning,
     RuntimeFallbackWarning,
     TimeSplitWarning,
     TrainingDivergedError,
@@ -100,6 +101,7 @@ __all__ = [
     "IdentifiabilityWarning",
     "RuntimeFallbackWarning",
     "NoveltyWarning",
+    "PrecisionWarning",
 ]
 
 # TensorFlow- and matplotlib-heavy parts load on first use, so ``import lnn``

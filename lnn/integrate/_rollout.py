@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
 from lnn.errors import IntegrationError, NoveltyWarning
 from lnn.integrate import _scipy
+from lnn.integrate._precision import for_solve
 from lnn.integrate._methods import AUTO, choose_method
 from lnn.integrate._problem import ON_FAILURE, Problem, Solution, finish, make_problem, trajectory
 from lnn.trajectory import EnsembleTrajectory, Trajectory
@@ -208,7 +210,9 @@ def rollout(
         on_failure=on_failure,
         error_control=error_control,
     )
+    problem, precision = for_solve(problem)
     solution = _backend(problem)(problem, progress)
+    solution = replace(solution, metadata={**solution.metadata, **precision})
     result = finish(trajectory(problem, solution), problem, solution.cause)
     return record_novelty(system, result, stacklevel=3)
 
