@@ -81,9 +81,7 @@ def for_solve(problem: Problem, *, stacklevel: int = 3) -> tuple[Problem, dict]:
         stacklevel=stacklevel,
     )
     metadata.update(requested_rtol=_value(rtol), requested_atol=_value(atol))
-    raised = dataclasses.replace(
-        problem, rtol=np.maximum(rtol, REACHABLE_RTOL), atol=np.maximum(atol, REACHABLE_ATOL)
-    )
+    raised = dataclasses.replace(problem, rtol=np.maximum(rtol, REACHABLE_RTOL), atol=np.maximum(atol, REACHABLE_ATOL))
     return raised, metadata
 
 

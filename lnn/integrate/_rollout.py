@@ -10,8 +10,8 @@ import numpy as np
 
 from lnn.errors import IntegrationError, NoveltyWarning
 from lnn.integrate import _scipy
-from lnn.integrate._precision import for_solve
 from lnn.integrate._methods import AUTO, choose_method
+from lnn.integrate._precision import for_solve
 from lnn.integrate._problem import ON_FAILURE, Problem, Solution, finish, make_problem, trajectory
 from lnn.trajectory import EnsembleTrajectory, Trajectory
 from lnn.uncertainty import record_novelty
