@@ -115,3 +115,17 @@ def test_float32_system_at_reachable_tolerance_does_not_warn():
         warnings.simplefilter("error", lnn.PrecisionWarning)
         result = lnn.rollout(Float32Pendulum(), [[1.0]], [[0.0]], t, method="DOP853", rtol=1e-6, atol=1e-8)
     assert result.metadata["rtol"] == 1e-6
+
+
+def test_odeint_of_float32_model_warns_and_uses_reachable_tolerance(models):
+    from lnn.integrate import odeint
+
+    m32, _, state = models
+    t = np.linspace(0.0, 0.2, 5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = odeint(m32, state.q, state.qd, t, method="tsit5", rtol=1e-9, atol=1e-9)
+    precision = [w for w in caught if issubclass(w.category, lnn.PrecisionWarning)]
+    assert len(precision) == 1 and precision[0].filename == __file__
+    assert "float32" in str(precision[0].message) and "1e-09" in str(precision[0].message)
+    assert np.all(np.isfinite(np.asarray(result.q)))

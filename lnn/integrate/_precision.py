@@ -17,7 +17,10 @@ any backend runs:
   :data:`REACHABLE_RTOL` is solved at :data:`REACHABLE_RTOL` (and an
   absolute tolerance below :data:`REACHABLE_ATOL` at that), with one
   :class:`lnn.PrecisionWarning` naming its dtype, the tolerance asked and
-  the one used, instead of crawling.
+  the one used, instead of crawling. :func:`lnn.integrate.odeint`'s adaptive
+  pairs, which stay in the system's dtype so that gradients reach its
+  float32 variables, apply the same rule (:func:`reachable`) to numeric
+  tolerances.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from lnn.errors import PrecisionWarning
 from lnn.integrate._problem import Problem
 from lnn.system import compute_dtype
 
-__all__ = ["REACHABLE_ATOL", "REACHABLE_RTOL", "for_solve"]
+__all__ = ["REACHABLE_ATOL", "REACHABLE_RTOL", "for_solve", "reachable"]
 
 #: The tightest relative tolerance a float32 right-hand side supports (about 8x its resolution, 1.2e-7):
 #: the default of :func:`lnn.integrate.default_tolerances` for a float32 system.
@@ -70,19 +73,43 @@ def for_solve(problem: Problem, *, stacklevel: int = 3) -> tuple[Problem, dict]:
     if not problem.method.adaptive:
         return problem, metadata
     rtol, atol = problem.rtol, problem.atol
-    if np.min(rtol) >= REACHABLE_RTOL and np.min(atol) >= REACHABLE_ATOL:
+    reached = reachable(system, rtol, atol, stacklevel=stacklevel + 1)
+    if reached is None:
         return problem, metadata
+    metadata.update(requested_rtol=_value(rtol), requested_atol=_value(atol))
+    return dataclasses.replace(problem, rtol=reached[0], atol=reached[1]), metadata
+
+
+def reachable(system, rtol, atol, *, stacklevel: int = 2, where: str = "integrating"):
+    """``(rtol, atol)`` raised to what float32 arithmetic reaches, with one warning; None if already there.
+
+    Parameters
+    ----------
+    system : object
+        A float32 system (named in the warning).
+    rtol, atol : float or numpy.ndarray ``(B,)``
+    stacklevel : int, keyword-only
+        ``warnings.warn``'s, counted from this function (2: its caller).
+    where : str, keyword-only
+        The start of the warning's last clause (what is done at the reachable tolerances).
+
+    Returns
+    -------
+    tuple of numpy.ndarray or None
+    """
+    rtol, atol = np.asarray(rtol, np.float64), np.asarray(atol, np.float64)
+    if np.min(rtol) >= REACHABLE_RTOL and np.min(atol) >= REACHABLE_ATOL:
+        return None
+    raised = np.maximum(rtol, REACHABLE_RTOL), np.maximum(atol, REACHABLE_ATOL)
     warnings.warn(
         f"{type(system).__name__} computes in float32, whose vector field is smooth only to ~1.2e-7: "
         f"rtol={_tol(rtol)}, atol={_tol(atol)} cannot be met (the step size would collapse on rounding noise); "
-        f"integrating at the reachable rtol={_tol(np.maximum(rtol, REACHABLE_RTOL))}, "
-        f"atol={_tol(np.maximum(atol, REACHABLE_ATOL))}. A float64 system meets tighter tolerances",
+        f"{where} at the reachable rtol={_tol(raised[0])}, atol={_tol(raised[1])}. "
+        "A float64 system meets tighter tolerances",
         PrecisionWarning,
         stacklevel=stacklevel,
     )
-    metadata.update(requested_rtol=_value(rtol), requested_atol=_value(atol))
-    raised = dataclasses.replace(problem, rtol=np.maximum(rtol, REACHABLE_RTOL), atol=np.maximum(atol, REACHABLE_ATOL))
-    return raised, metadata
+    return raised
 
 
 def _value(array: np.ndarray):
@@ -90,4 +117,5 @@ def _value(array: np.ndarray):
 
 
 def _tol(array: np.ndarray) -> str:
-    return f"{float(array[0]):g}" if np.ptp(array) == 0 else f"{float(array.min()):g}..{float(array.max()):g}"
+    flat = np.ravel(array)
+    return f"{float(flat[0]):g}" if np.ptp(flat) == 0 else f"{float(flat.min()):g}..{float(flat.max()):g}"
