@@ -13,7 +13,9 @@ float32 model and for a float64 copy of it (the same weights, ``--dtypes``).
 Each row prints the method, the dtype, the sizes, the tolerance, the median
 and total wall time of ``--repeats`` rollouts (one batched call of 40
 states each; the first call of a shape is included: it is what a user
-waits for), the right-hand-side evaluations (``Trajectory.nfev``: batched
+waits for), the process's CPU time of the median one (all its threads: under
+``taskset -c 1`` on a loaded machine, about the wall time the rollout would
+take on an idle core), the right-hand-side evaluations (``Trajectory.nfev``: batched
 calls), the ratio of time and of evaluations to the previous tolerance
 (per decade) and the true energy error at the end (``lnn.metrics.energy_error``:
 the true system's energy on the learned rollout against the true rollout's,
@@ -105,7 +107,7 @@ def main(argv=None) -> int:
     )
     header = (
         f"{'method':>7} {'dtype':>7} {'B':>3} {'T (s)':>6} {'tol':>6} {'median (s)':>10} {'total (s)':>9} "
-        f"{'nfev':>7} {'x time':>6} {'x nfev':>6} {'E err end':>9} {'failed':>6} {'used':>7}"
+        f"{'cpu (s)':>8} {'nfev':>7} {'x time':>6} {'x nfev':>6} {'E err end':>9} {'failed':>6} {'used':>7}"
     )
     print(header)
     slow: set = set()
@@ -124,15 +126,16 @@ def main(argv=None) -> int:
                         )
                         previous = None
                         continue
-                    times, result = [], None
+                    times, cpu, result = [], [], None
                     for _ in range(args.repeats):
-                        start = time.perf_counter()
+                        start, start_cpu = time.perf_counter(), time.process_time()
                         with warnings.catch_warnings():
                             warnings.simplefilter("ignore", lnn.NoveltyWarning)
                             result = lnn.rollout(
                                 models[dtype], q0, qd0, t, method=method, rtol=tol, atol=tol, on_failure="mask"
                             )
                         times.append(time.perf_counter() - start)
+                        cpu.append(time.process_time() - start_cpu)
                     if sum(times) / len(times) > args.skip_after:
                         slow.add((method, dtype, tol))
                     ok = np.isfinite(result.q[:, -1]).all(axis=1)
@@ -144,7 +147,8 @@ def main(argv=None) -> int:
                     used = result.method
                     print(
                         f"{method:>7} {dtype:>7} {args.states:>3} {duration:>6g} {tol:>6g} {median:>10.2f} "
-                        f"{sum(times):>9.2f} {result.nfev:>7d} {ratio_t} {ratio_n} {final:>9.2e} "
+                        f"{sum(times):>9.2f} {statistics.median(cpu):>8.2f} {result.nfev:>7d} {ratio_t} {ratio_n} "
+                        f"{final:>9.2e} "
                         f"{int((~ok).sum()):>6d} {used:>7}",
                         flush=True,
                     )
