@@ -23,7 +23,7 @@ Public API (see each object's docstring):
   :class:`MassMatrixError`, :class:`IndefiniteMassMatrixError`,
   :class:`NonPhysicalMassMatrixError`, :class:`TrainingDivergedError`,
   :class:`IdentifiabilityWarning`, :class:`TimeSplitWarning`, :class:`RuntimeFallbackWarning`,
-  :class:`CompilationWarning`, :class:`NoveltyWarning`
+  :class:`CompilationWarning`, :class:`NoveltyWarning`, :class:`PrecisionWarning`
 """
 
 from typing import TYPE_CHECKING
@@ -48,6 +48,7 @@ from lnn.errors import (
     MassMatrixError,
     NonPhysicalMassMatrixError,
     NoveltyWarning,
+    PrecisionWarning,
     RuntimeFallbackWarning,
     TimeSplitWarning,
     TrainingDivergedError,
@@ -102,6 +103,7 @@ __all__ = [
     "RuntimeFallbackWarning",
     "CompilationWarning",
     "NoveltyWarning",
+    "PrecisionWarning",
 ]
 
 # TensorFlow- and matplotlib-heavy parts load on first use, so ``import lnn``

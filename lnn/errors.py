@@ -22,6 +22,8 @@ class                                     when                                  
                                           form is used (same results)
 :class:`NoveltyWarning`                   a rollout left the states a model was
                                           trained on (``novelty > 1``)
+:class:`PrecisionWarning`                 a rollout asked a float32 system for a
+                                          tolerance its arithmetic cannot meet
 ========================================  ==========================================  ==================
 
 ``except lnn.LNNError`` catches every error the package raises on purpose;
@@ -45,6 +47,7 @@ __all__ = [
     "MassMatrixError",
     "NonPhysicalMassMatrixError",
     "NoveltyWarning",
+    "PrecisionWarning",
     "RuntimeFallbackWarning",
     "TimeSplitWarning",
     "TrainingDivergedError",
@@ -184,4 +187,21 @@ class NoveltyWarning(LNNWarning):
     stayed inside). ``novelty`` is 1.0 at the 99th percentile of the training
     states' distances to each other (:meth:`lnn.LagrangianNetwork.novelty`),
     so a learned model's predictions beyond it are extrapolations.
+    """
+
+
+class PrecisionWarning(LNNWarning):
+    """A rollout asked a float32 system for a tolerance that its arithmetic cannot meet.
+
+    A float32 vector field is smooth only to float32's resolution (1.2e-7):
+    below a relative tolerance of about 1e-6 an adaptive solver's error
+    estimate measures the right-hand side's rounding noise, and its step size
+    collapses. :func:`lnn.rollout` integrates a learned model
+    (:class:`lnn.LagrangianNetwork`) in float64 instead
+    (:meth:`lnn.LagrangianNetwork.widened`), so it never warns for one; a
+    float32 system that cannot be widened (a system written in TensorFlow, an
+    :class:`lnn.baseline.AccelerationMLP`) is integrated at the tolerance it
+    can reach, and this warning, issued once per call, names the system's
+    dtype, the tolerance asked and the one used (``Trajectory.metadata``
+    keeps both).
     """

@@ -85,6 +85,11 @@ class IdentifiedModel:
             )
         return predict(q, qd, tau=tau, qdd=qdd)
 
+    def widened(self, dtype: str = "float64"):
+        """The network computing in ``dtype`` (:meth:`lnn.LagrangianNetwork.widened`): what ``lnn.rollout`` solves."""
+        widen = getattr(self.network, "widened", None)
+        return self.network if widen is None else widen(dtype)
+
     def numpy_snapshot(self):
         """The network's numpy snapshot (:meth:`lnn.LagrangianNetwork.numpy_snapshot`).
 

@@ -1,8 +1,9 @@
 """The compiled backend of :func:`lnn.rollout`: the checked problem handed to :func:`lnn.solvers.solve_arrays`.
 
 The state is integrated in float64 whatever the system's dtype (a float32
-model computes its accelerations in float32, cast at the boundary), as
-scipy's methods do: the rollout's result does not depend on which backend
+learned model arrives as its float64 twin, :mod:`lnn.integrate._precision`;
+another float32 system computes its accelerations in float32, cast at the
+boundary), as scipy's methods do: the rollout's result does not depend on which backend
 ``method="auto"`` picked beyond the solvers' tolerances. Sampled forces are
 accepted; a controller ``tau(t, q, qd)`` is not (every trajectory has its own
 times), which :func:`lnn.integrate.choose_method` respects.

@@ -145,8 +145,8 @@ def choose_method(system, *, tau=None, batch: int = 1, rtol: float | None = None
     ``numpy_snapshot``) gets a compiled pair from :data:`AUTO_TABLE` by
     ``batch`` and ``rtol`` (Tsitouras' 5th-order pair at ``rtol >= 1e-6``,
     the 8th-order ``dopri8`` at tighter tolerances, among them the float64
-    default 1e-8); a float32 model is integrated with a float64 state (its own
-    arithmetic in float32), as scipy's methods do. ``"DOP853"`` (scipy)
+    default 1e-8); a float32 model is integrated with a float64 state and
+    right-hand side (its float64 twin), as scipy's methods do. ``"DOP853"`` (scipy)
     otherwise: for numpy systems (ground truth) and for a controller
     ``tau(t, q, qd)`` (the compiled pairs take sampled forces only).
 

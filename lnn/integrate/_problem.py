@@ -61,9 +61,11 @@ def default_tolerances(system) -> tuple[float, float]:
     Returns
     -------
     tuple of float
-        ``(1e-6, 1e-8)`` for a float32 system, whose vector field is smooth
-        only to ~1e-7 (tighter tolerances make a solver chase round-off, with
-        many more steps and no more accuracy); ``(1e-8, 1e-10)`` otherwise.
+        ``(1e-6, 1e-8)`` for a float32 system, whose own arithmetic is
+        accurate to ~1e-7 (a float32 learned model is solved in float64,
+        :mod:`lnn.integrate._precision`, so tighter tolerances cost only what
+        the method's order sets; other float32 systems cannot go below
+        these); ``(1e-8, 1e-10)`` otherwise.
     """
     if compute_dtype(system) == "float32":
         return 1e-6, 1e-8

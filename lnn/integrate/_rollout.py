@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
 from lnn.errors import IntegrationError, NoveltyWarning
 from lnn.integrate import _scipy
 from lnn.integrate._methods import AUTO, choose_method
+from lnn.integrate._precision import for_solve
 from lnn.integrate._problem import ON_FAILURE, Problem, Solution, finish, make_problem, trajectory
 from lnn.trajectory import EnsembleTrajectory, Trajectory
 from lnn.uncertainty import record_novelty
@@ -99,9 +101,13 @@ def rollout(
         Relative and absolute tolerances of the adaptive methods (not
         accepted by the fixed-step ones); default
         :func:`default_tolerances` of ``system`` (``1e-8, 1e-10``, or
-        ``1e-6, 1e-8`` for a float32 model, whose vector field is smooth only
-        to ~1e-7: tighter tolerances make the solver chase round-off, with
-        many more steps and no more accuracy). An array gives every
+        ``1e-6, 1e-8`` for a float32 model). Any tolerance is met at the
+        cost the method's order sets: a float32 learned model is solved
+        through its float64 twin (:meth:`lnn.LagrangianNetwork.widened`,
+        the weights cast once per rollout) on every path, because float32
+        rounding noise (1.2e-7) would collapse the step size near its
+        resolution; another float32 system is integrated at ``rtol >= 1e-6``,
+        ``atol >= 1e-8`` with a :class:`lnn.PrecisionWarning`. An array gives every
         trajectory its own tolerance (the compiled methods, and the explicit
         scipy methods with ``error_control="trajectory"``).
     max_step : float, optional
@@ -160,6 +166,11 @@ def rollout(
     lnn.NoveltyWarning
         Once per call, when a trajectory left the states the model was
         trained on (``novelty > 1``).
+    lnn.PrecisionWarning
+        Once per call, when a float32 system that cannot be widened to
+        float64 is asked for a tolerance below ``rtol=1e-6, atol=1e-8``
+        (it is integrated at those; ``metadata["requested_rtol"]`` keeps
+        what was asked).
 
     Raises
     ------
@@ -208,7 +219,9 @@ def rollout(
         on_failure=on_failure,
         error_control=error_control,
     )
+    problem, precision = for_solve(problem)
     solution = _backend(problem)(problem, progress)
+    solution = replace(solution, metadata={**solution.metadata, **precision})
     result = finish(trajectory(problem, solution), problem, solution.cause)
     return record_novelty(system, result, stacklevel=3)
 

@@ -156,7 +156,11 @@ def odeint(
     rtol, atol : float or array_like ``(B,)``, optional, keyword-only
         Tolerances of the adaptive methods (default
         :func:`lnn.integrate.default_tolerances`); not accepted by the
-        fixed-step ones.
+        fixed-step ones. The solve runs in the system's dtype (gradients
+        reach its variables): a float32 system asked for ``rtol`` below
+        1e-6 or ``atol`` below 1e-8 (numbers, not tensors) is solved at
+        those, with one :class:`lnn.PrecisionWarning`, instead of its step
+        size collapsing on rounding noise.
     max_steps : int, keyword-only
         Step attempts per trajectory of an adaptive method before it fails.
 
@@ -289,6 +293,12 @@ def _adaptive(system, q0, qd0, t, *, method, tau, rtol, atol, max_steps, jit_com
             if array.ndim > 1 or not (np.all(np.isfinite(array)) and np.all(array > 0)):
                 raise ValueError(f"{name} must be a positive finite number or an array (B,); got {value!r}")
         tolerances.append(value)
+    if dtype == tf.float32 and not any(isinstance(v, (tf.Tensor, tf.Variable)) for v in tolerances):
+        from lnn.integrate._precision import reachable
+
+        reached = reachable(system, tolerances[0], tolerances[1], stacklevel=4, where="solving in float32")
+        if reached is not None:
+            tolerances = [r if np.ndim(r) else float(r) for r in reached]
     with tf.control_dependencies(inputs.checks):
         q0 = tf.identity(inputs.q0)
     y0 = tf.concat([q0, inputs.qd0], axis=1)

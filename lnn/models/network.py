@@ -893,6 +893,29 @@ class LagrangianNetwork(keras.Model):
 
         return FastLagrangian.from_model(self)
 
+    def widened(self, dtype: str = "float64") -> LagrangianNetwork:
+        """This model computing in ``dtype``: itself if it does, else its twin holding the current weights.
+
+        :func:`lnn.rollout` solves a float32 model with its float64 twin (on
+        every path: scipy's methods, the compiled pairs, the implicit methods'
+        Jacobian), so that tolerances below float32's resolution are met
+        without the step size collapsing on rounding noise. The twin is built
+        once per model and dtype (:func:`lnn.models.precision.widened`) and
+        its weights are assigned from this model's at every call: the same
+        function, evaluated in the wider arithmetic.
+
+        Parameters
+        ----------
+        dtype : {"float64", "float32"}
+
+        Returns
+        -------
+        LagrangianNetwork
+        """
+        from lnn.models.precision import widened
+
+        return widened(self, dtype)
+
     def acceleration_jacobian(self, q, qd, tau=None) -> np.ndarray:
         """Exact ``d qdd / d [q, qd]`` by autodiff, for scipy's implicit solvers.
 
