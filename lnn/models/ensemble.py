@@ -641,6 +641,27 @@ class Ensemble(keras.Model):
             out = np.fmax(out, relative)
         return float(out[0]) if single else out
 
+    def export(self, path, *, force: bool = False):
+        """Write the members' mean as a TensorFlow SavedModel (:func:`lnn.export.export_savedmodel`).
+
+        The signatures of :meth:`lnn.LagrangianNetwork.export`, each the mean
+        of the members' graphs (as :meth:`inverse_dynamics` etc.).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The SavedModel directory.
+        force : bool, keyword-only
+            Replace ``path`` if it exists (else ``FileExistsError``).
+
+        Returns
+        -------
+        lnn.export.ExportedModel
+        """
+        from lnn.export import export_savedmodel
+
+        return export_savedmodel(self, path, force=force)
+
     # -- the mechanics of the mean -----------------------------------------------------------
     def _mean(self, method: str, *args):
         """The members' mean of ``method(*args)``, a tensor (gradients reach the inputs and weights under a tape)."""
