@@ -8,5 +8,6 @@
 """
 
 from lnn.export.savedmodel import SIGNATURES, ExportedModel, export_savedmodel
+from lnn.export.urdf import URDFExport, write_urdf
 
-__all__ = ["SIGNATURES", "ExportedModel", "export_savedmodel"]
+__all__ = ["SIGNATURES", "ExportedModel", "URDFExport", "export_savedmodel", "write_urdf"]
