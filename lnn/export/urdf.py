@@ -46,7 +46,7 @@ import xml.etree.ElementTree as ElementTree
 
 import numpy as np
 
-from lnn.inertia import parameters_of_pseudo_inertia, physical_consistency
+from lnn.inertia import parameters_of_pseudo_inertia, physical_consistency, pseudo_inertia
 
 __all__ = ["URDFExport", "write_urdf"]
 
@@ -76,7 +76,11 @@ class URDFExport:
     kept : tuple of str
         Links that keep their template values (the base and the links before
         the first moving joint, links of locked joints, links rigidly attached
-        to a moving joint's child).
+        to a moving joint's child unless merged).
+    merged : dict of str to tuple of str
+        Child link -> the links fixed to it whose inertia it took (their
+        ``<inertial>`` removed), where the identified body less their template
+        values would not have been physical.
     locked_joints : tuple of str
         Template joints that the model does not move (locked at zero).
     armature : dict of str to float
@@ -93,6 +97,7 @@ class URDFExport:
     links: dict
     parameters: np.ndarray
     kept: tuple[str, ...]
+    merged: dict
     locked_joints: tuple[str, ...]
     armature: dict
     damping: dict
@@ -173,6 +178,44 @@ def _set_inertial(link, theta: np.ndarray) -> None:
         "\n    "
     )
     link.insert(index, inertial)
+
+
+def _origin(element) -> np.ndarray:
+    """The 4x4 transform of a joint's ``<origin xyz rpy>``."""
+    origin = element.find("origin")
+    what = f"joint {element.get('name')!r} origin"
+    T = np.eye(4)
+    T[:3, :3] = _rpy(_floats(None if origin is None else origin.get("rpy"), (0, 0, 0), 3, what + " rpy"))
+    T[:3, 3] = _floats(None if origin is None else origin.get("xyz"), (0, 0, 0), 3, what + " xyz")
+    return T
+
+
+def _fixed_descendants(link: str, root) -> list:
+    """``(name, T)`` of the links fixed to ``link`` (through ``fixed`` joints only), ``T`` their frame in its."""
+    out, stack = [], [(link, np.eye(4))]
+    while stack:
+        parent, T = stack.pop()
+        for joint in root.iter("joint"):
+            if joint.get("type") == "fixed" and joint.find("parent").get("link") == parent:
+                child, T_child = joint.find("child").get("link"), T @ _origin(joint)
+                out.append((child, T_child))
+                stack.append((child, T_child))
+    return out
+
+
+def _moved(theta: np.ndarray, T: np.ndarray) -> np.ndarray:
+    """Inertial parameters of a body given in a frame placed at ``T``, in the parent frame: ``J' = T J T^T``."""
+    return parameters_of_pseudo_inertia(T @ pseudo_inertia(theta) @ T.T)
+
+
+def _empty_inertial(link, into: str) -> None:
+    """Remove ``link``'s ``<inertial>`` and say where its inertia went."""
+    old = link.find("inertial")
+    if old is not None:
+        link.remove(old)
+    note = ElementTree.Comment(f" lnn: this link's inertia is merged into {into}'s <inertial> ")
+    note.tail = "\n    "
+    link.insert(0, note)
 
 
 def _rigid_body(network):
@@ -336,19 +379,28 @@ def write_urdf(model, path, *, template, force: bool = False, stage: str | None 
 
     joints = {j.get("name"): j for j in root.iter("joint")}
     links = {link.get("name"): link for link in root.iter("link")}
-    written, parameters = {}, []
+    written, parameters, merged = {}, [], {}
     for i, name in enumerate(names):
         child = joints[name].find("child").get("link")
         link = links[child]
         template_body = np.array(pin_model.inertias[i + 1].toDynamicParameters())
         attached = template_body - _link_parameters(link)
         theta = bodies[i] - attached
+        fixed = _fixed_descendants(child, root)
+        if not physical_consistency(theta).all and fixed:
+            # The identified body is lighter or shaped otherwise than the template's fixed links allow: they join
+            # the child link (their <inertial> removed), only the locked joints' links keep their values.
+            welded = sum((_moved(_link_parameters(links[n]), T) for n, T in fixed), np.zeros(10))
+            attached, theta = attached - welded, bodies[i] - (attached - welded)
+            for n, _ in fixed:
+                _empty_inertial(links[n], child)
+            merged[child] = tuple(n for n, _ in fixed)
         check = physical_consistency(theta)
         if not check.all:
             raise ValueError(
                 f"link {child!r} (joint {name!r}) would not be physically consistent: the identified body of "
-                f"{bodies[i][0]:.6g} kg less the template's links rigidly attached to it ({attached[0]:.6g} kg) "
-                f"leaves mass {theta[0]:.6g} kg, smallest pseudo-inertia eigenvalue "
+                f"{bodies[i][0]:.6g} kg less the template's links rigidly attached to it that keep their values "
+                f"({attached[0]:.6g} kg) leaves mass {theta[0]:.6g} kg, smallest pseudo-inertia eigenvalue "
                 f"{check.pseudo_inertia_eigenvalue[0]:.3g}; the URDF would not describe the identified body"
             )
         _set_inertial(link, theta)
@@ -370,7 +422,8 @@ def write_urdf(model, path, *, template, force: bool = False, stage: str | None 
         note.tail = "\n  "
         joint.insert(0, note)
 
-    kept = tuple(n for n in links if n not in written.values())
+    lumped = {n for group in merged.values() for n in group}
+    kept = tuple(n for n in links if n not in written.values() and n not in lumped)
     not_carried = _not_carried(network, members)
     header = (
         f" Written by lnn.export.write_urdf from {os.path.basename(template)}: the <inertial> of the links "
@@ -378,7 +431,9 @@ def write_urdf(model, path, *, template, force: bool = False, stage: str | None 
         "body less the template's links rigidly attached to it; physically consistent: pseudo-inertias positive "
         "definite); <dynamics damping friction> of their joints are the identified viscous and Coulomb coefficients"
         f"{'' if coefficients else ' (none identified: template values kept)'}. "
-        f"Template values kept: links {', '.join(kept) or '(none)'}"
+        + "".join(f"Links {', '.join(g)} (fixed to {c}) are merged into {c}'s inertial (their sum is what the data "
+                  "identify; subtracting their template values left no physical body). " for c, g in merged.items())
+        + f"Template values kept: links {', '.join(kept) or '(none)'}"
         f"{'; locked joints (not moved by the dataset) ' + ', '.join(locked) if locked else ''}. "
         f"A URDF cannot carry: {'; '.join(not_carried)}. "
     )
@@ -397,6 +452,7 @@ def write_urdf(model, path, *, template, force: bool = False, stage: str | None 
         links=written,
         parameters=np.array(parameters),
         kept=kept,
+        merged=merged,
         locked_joints=locked,
         armature={n: float(a) for n, a in zip(names, armature)},
         damping=damping,
