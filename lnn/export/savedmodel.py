@@ -160,6 +160,4 @@ def export_savedmodel(model, path, *, force: bool = False) -> ExportedModel:
     elif os.path.exists(path):
         os.remove(path)
     tf.saved_model.save(module, path, signatures=signatures)
-    return ExportedModel(
-        path=path, n_dof=n, dtype=dtype.name, signatures=tuple(SIGNATURES), members=len(members)
-    )
+    return ExportedModel(path=path, n_dof=n, dtype=dtype.name, signatures=tuple(SIGNATURES), members=len(members))

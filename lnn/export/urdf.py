@@ -174,9 +174,7 @@ def _set_inertial(link, theta: np.ndarray) -> None:
     ElementTree.SubElement(inertial, "origin", {"xyz": " ".join(map(fmt, com)), "rpy": "0 0 0"}).tail = "\n      "
     ElementTree.SubElement(inertial, "mass", {"value": fmt(mass)}).tail = "\n      "
     keys = {"ixx": (0, 0), "ixy": (0, 1), "ixz": (0, 2), "iyy": (1, 1), "iyz": (1, 2), "izz": (2, 2)}
-    ElementTree.SubElement(inertial, "inertia", {k: fmt(about_com[a, b]) for k, (a, b) in keys.items()}).tail = (
-        "\n    "
-    )
+    ElementTree.SubElement(inertial, "inertia", {k: fmt(about_com[a, b]) for k, (a, b) in keys.items()}).tail = "\n    "
     link.insert(index, inertial)
 
 
@@ -286,7 +284,8 @@ def _check_kinematics(chain, model, template: str) -> None:
         if not same:
             wrong.append(
                 f"{name} (model: origin {np.round(chain.translations[i], 6).tolist()}, axis "
-                f"{np.round(chain.axes[i], 6).tolist()}; template: origin {np.round(other.translations[i], 6).tolist()}, "
+                f"{np.round(chain.axes[i], 6).tolist()}; template: origin "
+                f"{np.round(other.translations[i], 6).tolist()}, "
                 f"axis {np.round(other.axes[i], 6).tolist()})"
             )
     if wrong:
@@ -431,8 +430,11 @@ def write_urdf(model, path, *, template, force: bool = False, stage: str | None 
         "body less the template's links rigidly attached to it; physically consistent: pseudo-inertias positive "
         "definite); <dynamics damping friction> of their joints are the identified viscous and Coulomb coefficients"
         f"{'' if coefficients else ' (none identified: template values kept)'}. "
-        + "".join(f"Links {', '.join(g)} (fixed to {c}) are merged into {c}'s inertial (their sum is what the data "
-                  "identify; subtracting their template values left no physical body). " for c, g in merged.items())
+        + "".join(
+            f"Links {', '.join(g)} (fixed to {c}) are merged into {c}'s inertial (their sum is what the data "
+            "identify; subtracting their template values left no physical body). "
+            for c, g in merged.items()
+        )
         + f"Template values kept: links {', '.join(kept) or '(none)'}"
         f"{'; locked joints (not moved by the dataset) ' + ', '.join(locked) if locked else ''}. "
         f"A URDF cannot carry: {'; '.join(not_carried)}. "

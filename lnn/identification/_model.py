@@ -115,7 +115,6 @@ class IdentifiedModel:
             raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
         self.network.save(path)
 
-
     def export(self, path, *, force: bool = False):
         """Write the model as a TensorFlow SavedModel a controller calls without ``lnn``.
 
@@ -171,6 +170,7 @@ class IdentifiedModel:
         from lnn.export import write_urdf
 
         return write_urdf(self, path, template=template, force=force)
+
 
 def _like(value, q):
     """``value`` as a numpy array, or as it is when ``q`` is a TensorFlow tensor (inside a compiled solve)."""
