@@ -193,7 +193,7 @@ def _fixed_descendants(link: str, root) -> list:
     out, stack = [], [(link, np.eye(4))]
     while stack:
         parent, T = stack.pop()
-        for joint in root.iter("joint"):
+        for joint in root.findall("joint"):
             if joint.get("type") == "fixed" and joint.find("parent").get("link") == parent:
                 child, T_child = joint.find("child").get("link"), T @ _origin(joint)
                 out.append((child, T_child))
@@ -235,9 +235,9 @@ def _template_model(root, template: str, names: tuple[str, ...]):
         import pinocchio as pin
     except ImportError as exc:
         raise ImportError("writing a URDF needs Pinocchio (PyPI 'pin'): pip install 'lnn[robots]'") from exc
-    defined = {link.get("name") for link in root.iter("link")}
+    defined = {link.get("name") for link in root.findall("link")}
     root = ElementTree.fromstring(ElementTree.tostring(root))
-    for joint in root.iter("joint"):  # links the joints name but never define (Drake's 'world'), added empty
+    for joint in root.findall("joint"):  # links the joints name but never define (Drake's 'world'), added empty
         for end in ("parent", "child"):
             element = joint.find(end)
             name = None if element is None else element.get("link")
@@ -376,8 +376,8 @@ def write_urdf(model, path, *, template, force: bool = False, stage: str | None 
         if all(v is not None for v in values):
             coefficients[name] = np.mean([np.asarray(v, np.float64) for v in values], axis=0)
 
-    joints = {j.get("name"): j for j in root.iter("joint")}
-    links = {link.get("name"): link for link in root.iter("link")}
+    joints = {j.get("name"): j for j in root.findall("joint")}
+    links = {link.get("name"): link for link in root.findall("link")}
     written, parameters, merged = {}, [], {}
     for i, name in enumerate(names):
         child = joints[name].find("child").get("link")
