@@ -46,6 +46,7 @@ import numpy as np  # noqa: E402
 
 import lnn  # noqa: E402
 import simulations  # noqa: E402
+from lnn.export import export_savedmodel  # noqa: E402
 
 C_PROGRAM = r"""
 #include <stdio.h>
@@ -155,13 +156,17 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtype", choices=("float64", "float32", "both"), default="both")
     parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--xla", action="store_true", help="export with xla=True (jit_compile signature functions)")
     args = parser.parse_args(argv)
     import tensorflow as tf
 
     robot = simulations.panda()
     n = robot.n_dof
     dtypes = ("float64", "float32") if args.dtype == "both" else (args.dtype,)
-    print(f"# exported {n}-DOF Panda rigid body + viscous+coulomb+joint_network; B = 1; median of {args.calls} calls")
+    print(
+        f"# exported {n}-DOF Panda rigid body + viscous+coulomb+joint_network (xla={args.xla}); B = 1; "
+        f"median of {args.calls} calls"
+    )
     print("# loaded machine: 2 cores shared with other jobs; the numbers are upper bounds of an idle machine's")
     header = f"{'dtype':<8} {'method':<8} {'B':>2} {'n':>2} {'median':>11} {'vs python':>10}"
     print(header)
@@ -174,7 +179,7 @@ def main(argv=None) -> int:
                 n, kind="rigid-body", prior=robot, dtype=dtype, friction="viscous+coulomb+joint_network", seed=0
             )
             export_dir = workdir / dtype
-            model.export(export_dir)
+            export_savedmodel(model, export_dir, xla=args.xla)
             q, qd, qdd = ((0.1 * np.arange(1, n + 1) * k - 0.3).astype(dtype)[None] for k in (1, 2, 3))
             loaded = tf.saved_model.load(str(export_dir))
             signature = loaded.signatures["inverse_dynamics"]

@@ -25,6 +25,12 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--urdf-template", default=None, metavar="FILE", help="the robot's URDF the model was identified with"
     )
+    parser.add_argument(
+        "--xla",
+        action="store_true",
+        help="mark the SavedModel's functions jit_compile (XLA compiles each at its first call per batch size; "
+        "faster calls: docs/how-to/export.md)",
+    )
     parser.add_argument("--force", action="store_true", help="replace DIR / FILE if they exist")
     parser.set_defaults(func=run)
 
@@ -48,7 +54,7 @@ def run(args) -> int:
         )
         print_urdf_report(report)
     if args.savedmodel is not None:
-        exported = export_savedmodel(model, Path(args.savedmodel), force=args.force)
+        exported = export_savedmodel(model, Path(args.savedmodel), force=args.force, xla=args.xla)
         print(
             f"wrote {exported.path}: SavedModel, signatures {', '.join(exported.signatures)}, "
             f"q of shape (B, {exported.n_dof}) {exported.dtype}"

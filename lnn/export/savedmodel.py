@@ -83,7 +83,7 @@ def _graphs(model):
 class _Served(tf.Module):
     """The exported module: the weights as variables and the three signature functions."""
 
-    def __init__(self, members, n: int, dtype) -> None:
+    def __init__(self, members, n: int, dtype, xla: bool) -> None:
         super().__init__(name="lnn_export")
         # Every weight the graphs read, tracked so that tf.saved_model.save writes it as a plain variable.
         self.weights = [_plain_variable(v) for m in members for v in m.weights]
@@ -94,15 +94,15 @@ class _Served(tf.Module):
 
         vector = lambda name: tf.TensorSpec([None, n], dtype, name=name)  # noqa: E731
 
-        @tf.function(input_signature=[vector("q"), vector("qd"), vector("qdd")], autograph=False)
+        @tf.function(input_signature=[vector("q"), vector("qd"), vector("qdd")], autograph=False, jit_compile=xla)
         def inverse_dynamics(q, qd, qdd):
             return {"tau": mean([m._inverse_dynamics_graph(q, qd, qdd) for m in members])}
 
-        @tf.function(input_signature=[vector("q"), vector("qd"), vector("tau")], autograph=False)
+        @tf.function(input_signature=[vector("q"), vector("qd"), vector("tau")], autograph=False, jit_compile=xla)
         def acceleration(q, qd, tau):
             return {"qdd": mean([m._acceleration_graph(q, qd, tau) for m in members])}
 
-        @tf.function(input_signature=[vector("q")], autograph=False)
+        @tf.function(input_signature=[vector("q")], autograph=False, jit_compile=xla)
         def mass_matrix(q):
             qd = tf.zeros_like(q)
             return {"M": mean([m._mass_matrix_graph(q, qd) for m in members])}
@@ -122,7 +122,7 @@ def _plain_variable(variable):
     raise TypeError(f"cannot export the weight {getattr(variable, 'path', variable)!r}: not a TensorFlow variable")
 
 
-def export_savedmodel(model, path, *, force: bool = False) -> ExportedModel:
+def export_savedmodel(model, path, *, force: bool = False, xla: bool = False) -> ExportedModel:
     """Write ``model`` as a TensorFlow SavedModel with the signatures of :data:`SIGNATURES`.
 
     Parameters
@@ -134,6 +134,10 @@ def export_savedmodel(model, path, *, force: bool = False) -> ExportedModel:
         The SavedModel directory to write.
     force : bool, keyword-only
         Replace ``path`` if it exists.
+    xla : bool, keyword-only
+        Mark the signature functions ``jit_compile=True``: the loading
+        runtime compiles each with XLA on its first call per input shape (one
+        fused kernel instead of the graph's many small operations).
 
     Returns
     -------
@@ -153,7 +157,7 @@ def export_savedmodel(model, path, *, force: bool = False) -> ExportedModel:
         raise FileExistsError(f"{path} exists; pass force=True (--force) to replace it")
     n = int(network.n_dof)
     dtype = tf.as_dtype(str(members[0].dtype))
-    module = _Served(members, n, dtype)
+    module = _Served(members, n, dtype, bool(xla))
     signatures = {name: getattr(module, name).get_concrete_function() for name in SIGNATURES}
     if os.path.isdir(path):
         shutil.rmtree(path)

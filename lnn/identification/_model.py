@@ -115,7 +115,7 @@ class IdentifiedModel:
             raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
         self.network.save(path)
 
-    def export(self, path, *, force: bool = False):
+    def export(self, path, *, force: bool = False, xla: bool = False):
         """Write the model as a TensorFlow SavedModel a controller calls without ``lnn``.
 
         :func:`lnn.export.export_savedmodel` of :attr:`network` (the chosen
@@ -129,6 +129,10 @@ class IdentifiedModel:
             The SavedModel directory.
         force : bool, keyword-only
             Replace ``path`` if it exists (else ``FileExistsError``).
+        xla : bool, keyword-only
+            Signature functions marked ``jit_compile=True`` (compiled by the
+            loading runtime at their first call per batch size; faster calls,
+            ``docs/how-to/export.md``).
 
         Returns
         -------
@@ -136,7 +140,7 @@ class IdentifiedModel:
         """
         from lnn.export import export_savedmodel
 
-        return export_savedmodel(self.network, path, force=force)
+        return export_savedmodel(self.network, path, force=force, xla=xla)
 
     def to_urdf(self, path, *, template, force: bool = False):
         """Write the template URDF with the identified inertial parameters (:func:`lnn.export.write_urdf`).

@@ -870,7 +870,7 @@ class LagrangianNetwork(keras.Model):
         """
         return self.numpy_snapshot().acceleration
 
-    def export(self, path, *, force: bool = False):
+    def export(self, path, *, force: bool = False, xla: bool = False):
         """Write a TensorFlow SavedModel a controller calls without ``lnn`` (:func:`lnn.export.export_savedmodel`).
 
         Serving signatures ``inverse_dynamics(q, qd, qdd) -> tau``,
@@ -885,6 +885,10 @@ class LagrangianNetwork(keras.Model):
             The SavedModel directory.
         force : bool, keyword-only
             Replace ``path`` if it exists (else ``FileExistsError``).
+        xla : bool, keyword-only
+            Signature functions marked ``jit_compile=True`` (compiled by the
+            loading runtime at their first call per batch size; faster calls,
+            ``docs/how-to/export.md``).
 
         Returns
         -------
@@ -892,7 +896,7 @@ class LagrangianNetwork(keras.Model):
         """
         from lnn.export import export_savedmodel
 
-        return export_savedmodel(self, path, force=force)
+        return export_savedmodel(self, path, force=force, xla=xla)
 
     def numpy_snapshot(self):
         """A numpy snapshot of the current weights (:class:`lnn.fast.FastLagrangian`).
