@@ -309,6 +309,51 @@ def _not_carried(network, members) -> tuple[str, ...]:
     return tuple(parts)
 
 
+def _link_inertia(body, template_body, joint: str, child: str, root, links):
+    """The child link's parameters: the identified ``body`` less the template's links rigidly attached to it.
+
+    Where that is not physical, the links fixed to the child join it (their ``<inertial>`` removed, their
+    names returned) and only the locked joints' links are subtracted; a ValueError names the link when even
+    that is not physical.
+    """
+    attached = template_body - _link_parameters(links[child])
+    theta, lumped = body - attached, ()
+    fixed = _fixed_descendants(child, root)
+    if not physical_consistency(theta).all and fixed:
+        welded = sum((_moved(_link_parameters(links[n]), T) for n, T in fixed), np.zeros(10))
+        attached = attached - welded
+        theta = body - attached
+        for n, _ in fixed:
+            _empty_inertial(links[n], child)
+        lumped = tuple(n for n, _ in fixed)
+    check = physical_consistency(theta)
+    if not check.all:
+        raise ValueError(
+            f"link {child!r} (joint {joint!r}) would not be physically consistent: the identified body of "
+            f"{body[0]:.6g} kg less the template's links rigidly attached to it that keep their values "
+            f"({attached[0]:.6g} kg) leaves mass {theta[0]:.6g} kg, smallest pseudo-inertia eigenvalue "
+            f"{check.pseudo_inertia_eigenvalue[0]:.3g}; the URDF would not describe the identified body"
+        )
+    return theta, lumped
+
+
+def _set_dynamics(joint, values: dict, armature: float, *, prismatic: bool) -> None:
+    """Write ``<dynamics damping friction>`` (``values``) and the armature's comment into ``joint``."""
+    dynamics = joint.find("dynamics")
+    if values:
+        if dynamics is None:
+            dynamics = ElementTree.SubElement(joint, "dynamics")
+            dynamics.tail = "\n  "
+        for attr, value in values.items():
+            dynamics.set(attr, repr(float(value)))
+    note = ElementTree.Comment(
+        f" lnn: armature {armature!r} ({'kg' if prismatic else 'kg m^2'}; no URDF field carries it: "
+        "Pinocchio model.armature, MuJoCo MJCF <joint armature>) "
+    )
+    note.tail = "\n  "
+    joint.insert(0, note)
+
+
 def write_urdf(model, path, *, template, force: bool = False, stage: str | None = None) -> URDFExport:
     """Write the template URDF with the model's identified inertial parameters and linear joint friction.
 
@@ -383,43 +428,14 @@ def write_urdf(model, path, *, template, force: bool = False, stage: str | None 
         child = joints[name].find("child").get("link")
         link = links[child]
         template_body = np.array(pin_model.inertias[i + 1].toDynamicParameters())
-        attached = template_body - _link_parameters(link)
-        theta = bodies[i] - attached
-        fixed = _fixed_descendants(child, root)
-        if not physical_consistency(theta).all and fixed:
-            # The identified body is lighter or shaped otherwise than the template's fixed links allow: they join
-            # the child link (their <inertial> removed), only the locked joints' links keep their values.
-            welded = sum((_moved(_link_parameters(links[n]), T) for n, T in fixed), np.zeros(10))
-            attached, theta = attached - welded, bodies[i] - (attached - welded)
-            for n, _ in fixed:
-                _empty_inertial(links[n], child)
-            merged[child] = tuple(n for n, _ in fixed)
-        check = physical_consistency(theta)
-        if not check.all:
-            raise ValueError(
-                f"link {child!r} (joint {name!r}) would not be physically consistent: the identified body of "
-                f"{bodies[i][0]:.6g} kg less the template's links rigidly attached to it that keep their values "
-                f"({attached[0]:.6g} kg) leaves mass {theta[0]:.6g} kg, smallest pseudo-inertia eigenvalue "
-                f"{check.pseudo_inertia_eigenvalue[0]:.3g}; the URDF would not describe the identified body"
-            )
+        theta, lumped = _link_inertia(bodies[i], template_body, name, child, root, links)
+        if lumped:
+            merged[child] = lumped
         _set_inertial(link, theta)
         written[name] = child
         parameters.append(theta)
-        joint = joints[name]
-        dynamics = joint.find("dynamics")
         values = {attr: coefficients[force][i] for force, attr in CARRIED_FORCES.items() if force in coefficients}
-        if values:
-            if dynamics is None:
-                dynamics = ElementTree.SubElement(joint, "dynamics")
-                dynamics.tail = "\n  "
-            for attr, value in values.items():
-                dynamics.set(attr, repr(float(value)))
-        note = ElementTree.Comment(
-            f" lnn: armature {armature[i]!r} ({'kg' if chain.prismatic[i] else 'kg m^2'}; no URDF field carries it: "
-            "Pinocchio model.armature, MuJoCo MJCF <joint armature>) "
-        )
-        note.tail = "\n  "
-        joint.insert(0, note)
+        _set_dynamics(joints[name], values, armature[i], prismatic=chain.prismatic[i])
 
     lumped = {n for group in merged.values() for n in group}
     kept = tuple(n for n in links if n not in written.values() and n not in lumped)
