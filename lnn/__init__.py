@@ -16,6 +16,8 @@ Public API (see each object's docstring):
   :func:`lnn.baseline.least_squares`, classical identification of a robot's base parameters)
 - :mod:`lnn.mechanics` — mass matrix, accelerations, torques, energies of any Lagrangian
 - :func:`identify` — the recipe for robots with measured torques (:mod:`lnn.identification`)
+- :mod:`lnn.export` — a TensorFlow SavedModel a controller calls without ``lnn``, a URDF with the
+  identified inertias
 - :func:`fit`, :class:`History` — training; :func:`evaluate`, :mod:`lnn.metrics` — evaluation
 - :mod:`lnn.plot` — figures and animations
 - the exceptions and warnings a user can meet (:mod:`lnn.errors`, one hierarchy under
@@ -58,7 +60,7 @@ from lnn.system import MechanicalSystem
 from lnn.trajectory import EnsembleTrajectory, Trajectory
 
 if TYPE_CHECKING:  # the lazy names below, for type checkers and the API reference
-    from lnn import baseline, mechanics, metrics, plot
+    from lnn import baseline, export, mechanics, metrics, plot
     from lnn.baseline._mlp import AccelerationMLP
     from lnn.identification import IdentifiedModel, identify
     from lnn.metrics import evaluate
@@ -85,6 +87,7 @@ __all__ = [
     "load_model",
     "AccelerationMLP",
     "baseline",
+    "export",
     "mechanics",
     "fit",
     "History",
@@ -124,6 +127,7 @@ _LAZY_MODULES = {
     "metrics": "lnn.metrics",
     "plot": "lnn.plot",
     "baseline": "lnn.baseline",
+    "export": "lnn.export",
 }
 
 

@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "lnn.cli.train",
     "lnn.cli.identify",
     "lnn.cli.evaluate",
+    "lnn.cli.export",
     "lnn.cli.rollout",
     "lnn.cli.plot",
     "lnn.cli.demo",

@@ -343,3 +343,15 @@ def print_calibration(ensemble) -> None:
                 f"    nominal {level:.0%}: each of {count} recordings, calibrated on the others, covered per "
                 f"coordinate {spans}"
             )
+
+
+def print_urdf_report(report) -> None:
+    """What :func:`lnn.export.write_urdf` wrote, and what it could not."""
+    print(f"wrote {report.path}: the inertias of {', '.join(report.links.values())} from {report.stage}")
+    for child, group in report.merged.items():
+        print(f"  {', '.join(group)} (fixed to {child}) merged into {child}'s inertial")
+    if report.locked_joints:
+        print(f"  locked joints (template values kept): {', '.join(report.locked_joints)}")
+    armature = ", ".join(f"{name} {value:.4g}" for name, value in report.armature.items())
+    print(f"  armature (no URDF field; a comment in each joint): {armature}")
+    print(f"  not carried by a URDF: {'; '.join(report.not_carried)}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lnn.cli._common import check_output, print_calibration
+from lnn.cli._common import check_output, print_calibration, print_urdf_report, refuse_overwrite
 
 
 def register(subparsers) -> None:
@@ -91,8 +91,14 @@ def register(subparsers) -> None:
         help="add a residual Lagrangian network to the learned friction (yes), not (no), or train both and let "
         "the validation choose (both); default: only where --friction names no learned force",
     )
+    parser.add_argument(
+        "--write-urdf",
+        default=None,
+        metavar="FILE",
+        help="also write the --urdf file with the identified inertias and friction (lnn.export.write_urdf)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed (default 0)")
-    parser.add_argument("--force", action="store_true", help="replace FILE if it exists")
+    parser.add_argument("--force", action="store_true", help="replace FILE (and the --write-urdf file) if it exists")
     parser.set_defaults(func=run)
 
 
@@ -102,6 +108,13 @@ def run(args) -> int:
     from lnn.identification import identify
 
     output = check_output(Path(args.output), force=args.force, suffixes=(".keras",))
+    if args.write_urdf is not None:
+        if args.urdf is None:
+            raise ValueError(
+                f"--write-urdf {args.write_urdf} needs --urdf: the identified inertias are written into the "
+                "robot's URDF"
+            )
+        refuse_overwrite(args.write_urdf, force=args.force)
     dataset = Dataset.load(args.data)
     prior = None
     if args.urdf is not None:
@@ -129,6 +142,8 @@ def run(args) -> int:
         print_calibration(model.network)
     model.save(output, overwrite=args.force)
     print(f"wrote {output} (stage {model.report.chosen!r})")
+    if args.write_urdf is not None:
+        print_urdf_report(model.to_urdf(Path(args.write_urdf), template=args.urdf, force=args.force))
     return 0
 
 

@@ -120,6 +120,66 @@ class IdentifiedModel:
             raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
         self.network.save(path)
 
+    def export(self, path, *, force: bool = False, xla: bool = False):
+        """Write the model as a TensorFlow SavedModel a controller calls without ``lnn``.
+
+        :func:`lnn.export.export_savedmodel` of :attr:`network` (the chosen
+        stage, its learned forces included; an ensemble's mean): signatures
+        ``inverse_dynamics(q, qd, qdd) -> tau``, ``acceleration(q, qd, tau) ->
+        qdd``, ``mass_matrix(q) -> M``, batch dimension free, the model's dtype.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The SavedModel directory.
+        force : bool, keyword-only
+            Replace ``path`` if it exists (else ``FileExistsError``).
+        xla : bool, keyword-only
+            Signature functions marked ``jit_compile=True`` (compiled by the
+            loading runtime at their first call per batch size; faster calls,
+            ``docs/how-to/export.md``).
+
+        Returns
+        -------
+        lnn.export.ExportedModel
+        """
+        from lnn.export import export_savedmodel
+
+        return export_savedmodel(self.network, path, force=force, xla=xla)
+
+    def to_urdf(self, path, *, template, force: bool = False):
+        """Write the template URDF with the identified inertial parameters (:func:`lnn.export.write_urdf`).
+
+        Every moving joint's child link gets the identified body (less the
+        template's links rigidly attached to it, which keep their values), the
+        joints' ``<dynamics damping friction>`` the identified viscous and
+        Coulomb coefficients, and comments the armature (no URDF field carries
+        it), the stage (``report.chosen``) and what a URDF cannot carry.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The URDF to write.
+        template : str or os.PathLike, keyword-only
+            The robot's URDF, the prior the model was identified with.
+        force : bool, keyword-only
+            Replace ``path`` if it exists (else ``FileExistsError``).
+
+        Returns
+        -------
+        lnn.export.URDFExport
+
+        Raises
+        ------
+        ValueError
+            For a model without a rigid-body stage (identified without a URDF
+            prior), a template that does not match the model's joints, or a link
+            that would not be physically consistent.
+        """
+        from lnn.export import write_urdf
+
+        return write_urdf(self, path, template=template, force=force)
+
 
 def _like(value, q):
     """``value`` as a numpy array, or as it is when ``q`` is a TensorFlow tensor (inside a compiled solve)."""

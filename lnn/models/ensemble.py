@@ -641,6 +641,31 @@ class Ensemble(keras.Model):
             out = np.fmax(out, relative)
         return float(out[0]) if single else out
 
+    def export(self, path, *, force: bool = False, xla: bool = False):
+        """Write the members' mean as a TensorFlow SavedModel (:func:`lnn.export.export_savedmodel`).
+
+        The signatures of :meth:`lnn.LagrangianNetwork.export`, each the mean
+        of the members' graphs (as :meth:`inverse_dynamics` etc.).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The SavedModel directory.
+        force : bool, keyword-only
+            Replace ``path`` if it exists (else ``FileExistsError``).
+        xla : bool, keyword-only
+            Signature functions marked ``jit_compile=True`` (compiled by the
+            loading runtime at their first call per batch size; faster calls,
+            ``docs/how-to/export.md``).
+
+        Returns
+        -------
+        lnn.export.ExportedModel
+        """
+        from lnn.export import export_savedmodel
+
+        return export_savedmodel(self, path, force=force, xla=xla)
+
     # -- the mechanics of the mean -----------------------------------------------------------
     def _mean(self, method: str, *args):
         """The members' mean of ``method(*args)``, a tensor (gradients reach the inputs and weights under a tape)."""

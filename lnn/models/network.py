@@ -876,6 +876,34 @@ class LagrangianNetwork(keras.Model):
         """
         return self.numpy_snapshot().acceleration
 
+    def export(self, path, *, force: bool = False, xla: bool = False):
+        """Write a TensorFlow SavedModel a controller calls without ``lnn`` (:func:`lnn.export.export_savedmodel`).
+
+        Serving signatures ``inverse_dynamics(q, qd, qdd) -> tau``,
+        ``acceleration(q, qd, tau) -> qdd`` and ``mass_matrix(q) -> M`` (inputs
+        ``(B, n)`` with ``B`` free, the model's dtype), the learned forces
+        included. This replaces ``keras.Model.export``, whose signature is the
+        Keras ``call``.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The SavedModel directory.
+        force : bool, keyword-only
+            Replace ``path`` if it exists (else ``FileExistsError``).
+        xla : bool, keyword-only
+            Signature functions marked ``jit_compile=True`` (compiled by the
+            loading runtime at their first call per batch size; faster calls,
+            ``docs/how-to/export.md``).
+
+        Returns
+        -------
+        lnn.export.ExportedModel
+        """
+        from lnn.export import export_savedmodel
+
+        return export_savedmodel(self, path, force=force, xla=xla)
+
     def numpy_snapshot(self):
         """A numpy snapshot of the current weights (:class:`lnn.fast.FastLagrangian`).
 
