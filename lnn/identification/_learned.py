@@ -83,10 +83,11 @@ def train_residual(
     harmonics: int | None = None,
     learned: tuple,
     lagrangian: bool,
-    seconds: float,
+    seconds: float | None,
     seed: int,
     dtype: str,
     members: int | None = None,
+    epochs: int | None = None,
 ):
     """The residual stage on the linear stage's model: ``(network, detail)``.
 
@@ -119,14 +120,16 @@ def train_residual(
         The non-linear forces to learn (e.g. ``("joint_network",)``).
     lagrangian : bool
         Add the residual Lagrangian.
-    seconds : float
-        Time budget of :func:`lnn.fit`.
+    seconds : float or None
+        Time budget of :func:`lnn.fit` (None with ``epochs``).
     seed : int
     dtype : {"float64", "float32"}
     members : int, optional
         Train an :class:`lnn.Ensemble` of this many members (bootstraps of
         the training recordings), calibrated by :func:`lnn.fit` on
         ``held_out`` and on the training samples out of each member's bag.
+    epochs : int, optional
+        Train exactly this many epochs (instead of ``seconds``).
     """
     start = None
     if chain is not None:
@@ -143,11 +146,13 @@ def train_residual(
     base.update(residual=lagrangian, hidden=HIDDEN)
     lagrangian_text = f", residual Lagrangian {HIDDEN}" if lagrangian else ""
     return _train_forces(
-        base, solution, train, held_out, learned, seconds, seed, dtype, members, lagrangian_text, start
+        base, solution, train, held_out, learned, seconds, seed, dtype, members, lagrangian_text, start, epochs
     )
 
 
-def _train_forces(base: dict, solution, train, held_out, learned, seconds, seed, dtype, members, text, start=None):
+def _train_forces(
+    base: dict, solution, train, held_out, learned, seconds, seed, dtype, members, text, start=None, epochs=None
+):
     """A model of ``base`` with the linear stage's forces and the ``learned`` ones, trained on the torques."""
     layout = solution.layout
     terms = layout.forces + (("offset",) if layout.offset else ()) + tuple(learned)
@@ -165,26 +170,44 @@ def _train_forces(base: dict, solution, train, held_out, learned, seconds, seed,
             start(member)
         solution.assign_forces(member)
     history = _fit_unbiased(
-        network, solution, train, held_out, loss="torque", seconds=seconds, seed=seed, rate=RESIDUAL_LEARNING_RATE
+        network,
+        solution,
+        train,
+        held_out,
+        loss="torque",
+        seconds=seconds,
+        seed=seed,
+        rate=RESIDUAL_LEARNING_RATE,
+        epochs=epochs,
     )
     forces = f", forces {'+'.join(learned)}" if learned else ""
     detail = f"{len(history.epoch)} epochs (best {history.best_epoch}){text}{forces}, {dtype}"
     return network, detail
 
 
-def train_network(solution, train, held_out, *, friction: str | None, seconds: float, seed: int, members=None):
+def train_network(
+    solution, train, held_out, *, friction: str | None, seconds: float | None, seed: int, members=None, epochs=None
+):
     """The prior-free network: a structured Lagrangian network with ``friction`` trained from scratch on the
     torques less each recording's offset deviation that the linear ``solution`` found, ``(network, detail)``."""
     network = _network(
         members, train.n_dof, kind="structured", hidden=HIDDEN, angular=train.angular, friction=friction, seed=seed
     )
     history = _fit_unbiased(
-        network, solution, train, held_out, loss="auto", seconds=seconds, seed=seed, rate=NETWORK_LEARNING_RATE
+        network,
+        solution,
+        train,
+        held_out,
+        loss="auto",
+        seconds=seconds,
+        seed=seed,
+        rate=NETWORK_LEARNING_RATE,
+        epochs=epochs,
     )
     return network, f"structured {HIDDEN}, {len(history.epoch)} epochs (best {history.best_epoch})"
 
 
-def _fit_unbiased(network, solution, train, held_out, *, loss, seconds: float, seed: int, rate: float):
+def _fit_unbiased(network, solution, train, held_out, *, loss, seconds, seed: int, rate: float, epochs=None):
     """:func:`lnn.fit` on the training torques less each recording's offset deviation that the linear
     ``solution`` found (a log's sensor bias is not physics); an ensemble is then calibrated here, not by fit, with
     the deviations kept, since a new recording's bias is unknown and its error includes it
@@ -197,6 +220,7 @@ def _fit_unbiased(network, solution, train, held_out, *, loss, seconds: float, s
         corrected,
         validation=held_out,
         time_limit=seconds,
+        epochs=epochs,
         seed=seed,
         learning_rate=rate,
         loss=loss,

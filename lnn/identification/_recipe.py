@@ -55,6 +55,7 @@ def identify(
     friction: str | None = DEFAULT_FRICTION,
     offsets: str | None = "auto",
     time_limit: float | None = None,
+    epochs: int | None = None,
     seed: int = 0,
     validation: float = 0.1,
     residual: bool = True,
@@ -136,10 +137,13 @@ def identify(
         stages; a share of :data:`MIN_STAGE_SECONDS` or less goes to the first
         one alone. Each stage's last epoch, calibration and judging run past
         its share; the last stage's share is shortened by what the one before
-        ran past (DFKI, 240 s: one model's call took 243 s; an ensemble of 5
-        261 s and 268 s, as before the shortening: its residual Lagrangian
-        runs 20-25 s past its share, its forces 8 s, mostly tracing the
-        predictions that calibrate and judge it).
+        ran past (mostly tracing the predictions that calibrate and judge
+        it). Not with ``epochs``.
+    epochs : int, optional
+        Train each learned stage for exactly this many epochs instead of a
+        share of a wall-time budget: the stages' work, and with ``seed`` their
+        result, then depend neither on the machine nor on its load (tests,
+        reproducible runs). Not with ``time_limit``.
     seed : int
         Seed of the validation split and of the networks.
     validation : float
@@ -190,12 +194,13 @@ def identify(
         it, or an option is not one of its values.
     """
     _check(dataset, offsets, ensemble, residual_lagrangian)
+    _check_work(time_limit, epochs)
     start = time.perf_counter()
     budget = DEFAULT_TIME if time_limit is None else float(time_limit)
     split = _split(dataset, validation, seed)
     terms = _Terms.of(friction, offsets)
     note = progress or (lambda message: None)
-    learning = dict(residual=residual, lagrangian=residual_lagrangian, dtype=dtype, members=ensemble)
+    learning = dict(residual=residual, lagrangian=residual_lagrangian, dtype=dtype, members=ensemble, epochs=epochs)
     if prior is None:
         remaining = budget - (time.perf_counter() - start)
         return _without_prior(dataset, split, terms, remaining, seed, learning, note)
@@ -246,7 +251,7 @@ def _with_prior(dataset, split, chain, terms, budget, seed, learning: dict, note
     models["rigid body"] = _rigid_model(chain, everything, terms, dataset)  # judged on the held-out part, fitted to all
     findings, novel_share = _findings(linear, train), _novel_share(linear, held_out)  # within the budget
     train_one = _residual_trainer(fitted, split, terms, seed, learning, chain)
-    stages.train(_residual_variants(learning, terms), budget - refit, start, train_one)
+    stages.train(_residual_variants(learning, terms), budget - refit, start, train_one, epochs=learning["epochs"])
     best = stages.best(learning["members"])  # an ensemble asked for: the best learned one
     chosen = models[best.name]
     _refit_chosen(  # judged on the held-out part, fitted to all
@@ -313,11 +318,12 @@ def _without_prior(dataset, split, terms, budget, seed, learning: dict, note) ->
             seconds=seconds,
             seed=seed,
             members=learning["members"],
+            epochs=learning["epochs"],
         )
         return "network", network, detail
 
     novel_share = _novel_share(linear, held_out)
-    stages.train(trained, budget - refit, start, train_one)
+    stages.train(trained, budget - refit, start, train_one, epochs=learning["epochs"])
     best = stages.best(learning["members"])
     _refit_chosen(  # judged on the held-out part, fitted to all
         stages,
@@ -376,9 +382,10 @@ class _Stages:
         self.blocks[name] = _block_means(squared.mean(axis=1), self.held_out.trajectory)
         self.note(f"{name}: validation torque MSE {self.judged[-1].mean_mse:.4g} ({detail})")
 
-    def train(self, variants, budget: float, start: float, train_one) -> None:
+    def train(self, variants, budget: float, start: float, train_one, *, epochs: int | None = None) -> None:
         """Train and judge each variant with an equal share of what is left of ``budget`` since ``start``:
-        ``train_one(variant, seconds) -> (name, model, detail)``. A share of :data:`MIN_STAGE_SECONDS` or less
+        ``train_one(variant, seconds) -> (name, model, detail)``; with ``epochs``, every variant, each for that
+        many epochs (``seconds`` None: no clock decides anything). A share of :data:`MIN_STAGE_SECONDS` or less
         goes whole to the next variant alone (a budget too short for two stages trains one, not none); none is
         trained with less than that left.
 
@@ -388,6 +395,12 @@ class _Stages:
         one before (DFKI, 240 s, an ensemble: the residual Lagrangian 20-25 s, the forces 8 s), the call still
         ends past the budget by the difference."""
         variants = tuple(variants)
+        if epochs is not None:
+            for variant in variants:
+                t0 = time.perf_counter()
+                name, model, detail = train_one(variant, None)
+                self.judge(name, model, time.perf_counter() - t0, detail)
+            return
         past = 0.0  # how far the last stage trained ran past its share
         for k, variant in enumerate(variants):
             left = budget - (time.perf_counter() - start)
@@ -465,6 +478,7 @@ def _residual_trainer(fitted, split, terms, seed, learning: dict, chain=None, ha
             seed=seed,
             dtype=learning["dtype"],
             members=learning["members"],
+            epochs=learning["epochs"],
         )
         return ("residual Lagrangian" if lagrangian else "residual"), network, detail
 
@@ -649,6 +663,16 @@ def _check(dataset, offsets, ensemble, residual_lagrangian) -> None:
         raise ValueError(f"ensemble must be None or an int >= 2 (members); got {ensemble!r}")
     if residual_lagrangian not in (None, True, False, BOTH):
         raise ValueError(f"residual_lagrangian must be None, True, False or {BOTH!r}; got {residual_lagrangian!r}")
+
+
+def _check_work(time_limit, epochs) -> None:
+    if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1):
+        raise ValueError(f"epochs must be None or an int >= 1; got {epochs!r}")
+    if epochs is not None and time_limit is not None:
+        raise ValueError(
+            f"give the learned stages' work as time_limit or as epochs, not both; got time_limit={time_limit!r}, "
+            f"epochs={epochs!r}"
+        )
 
 
 def _split(dataset, fraction: float, seed: int):
