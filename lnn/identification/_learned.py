@@ -61,6 +61,9 @@ __all__ = [
     "HIDDEN",
     "RESIDUAL_LEARNING_RATE",
     "NETWORK_LEARNING_RATE",
+    "OFF_LOGIT",
+    "freeze_linear_part",
+    "mask_joint_forces",
     "refit_linear_part",
     "train_network",
     "train_residual",
@@ -72,6 +75,12 @@ HIDDEN = (64, 64)
 #: benchmarks/bench_real.py).
 RESIDUAL_LEARNING_RATE = 3e-3
 NETWORK_LEARNING_RATE = 3e-3
+#: The logit of the friction level of a joint whose learned force is switched off (:func:`mask_joint_forces`):
+#: ``softplus(-100) = 4e-44`` N m, nothing in float64 or float32.
+OFF_LOGIT = -100.0
+#: The name prefixes of the linear part's weights (the kinds' inertial parameters; the linear forces' are
+#: ``friction_<name>``): what :func:`freeze_linear_part` keeps as least squares left it.
+_LINEAR_PREFIXES = ("rigid_body_", "trigonometric_")
 
 
 def train_residual(
@@ -169,6 +178,8 @@ def _train_forces(
         if start is not None:
             start(member)
         solution.assign_forces(member)
+    if members is None:  # one model: the learned parts on the linear stage as it is (see freeze_linear_part)
+        freeze_linear_part(network)
     history = _fit_unbiased(
         network,
         solution,
@@ -229,6 +240,63 @@ def _fit_unbiased(network, solution, train, held_out, *, loss, seconds, seed: in
     if recalibrate:
         calibrate_on(network, held_out, train, member_weights(network, train.trajectory, seed=seed))
     return history
+
+
+def freeze_linear_part(network) -> None:
+    """Keep the linear part of a residual stage (the rigid body's or the trigonometric Lagrangian's parameters,
+    the armature, the linear forces' coefficients and the offset) where least squares put it: only the learned
+    parts train.
+
+    Why: the model's torque on joint ``j`` is then the linear stage's plus the
+    learned force of joint ``j`` (a ``joint_network`` force reads that joint's
+    state alone), so switching the force off on a joint
+    (:func:`mask_joint_forces`) gives back exactly the linear stage's torque
+    there, and :func:`lnn.identify` can keep the force on the joints where
+    held-out recordings show that it helps, and off elsewhere, with one
+    model (one Lagrangian). Trained along, the rigid body trades its
+    parameters against the learned force on every joint and is stopped by
+    the validation data as a whole; a joint that the force does not help
+    can then be worse than the linear stage (docs/benchmarks/real-robots.md).
+    """
+    linear = tuple(f"friction_{name}" for name in FORCES if FORCES[name].linear)
+    for variable in network.trainable_variables:
+        leaf = variable.path.rsplit("/", 1)[-1]
+        if leaf.startswith(_LINEAR_PREFIXES) or leaf in linear:
+            variable.trainable = False
+
+
+def mask_joint_forces(network, keep) -> None:
+    """Switch the learned ``joint_network`` force off on the joints where ``keep`` is False: their friction
+    level becomes ``softplus(OFF_LOGIT)`` (zero to the arithmetic), the other joints' as trained.
+
+    The model stays one Lagrangian with a passive force (every joint's level
+    ``>= 0``), saved, loaded and rolled out as any other.
+
+    Parameters
+    ----------
+    network : lnn.LagrangianNetwork
+        With the force ``joint_network``.
+    keep : array_like of bool, shape ``(n,)``
+
+    Raises
+    ------
+    ValueError
+        If the network has no ``joint_network`` force or ``keep`` has not ``n`` entries.
+    """
+    keep = np.asarray(keep, bool)
+    net = getattr(network, "joint_friction_net", None)
+    if net is None:
+        raise ValueError("mask_joint_forces needs a network with the learned force 'joint_network'")
+    if keep.shape != (network.n_dof,):
+        raise ValueError(f"keep must have one entry per joint ({network.n_dof}); got shape {keep.shape}")
+    off = ~keep
+    for weights in net.w_out.values():
+        value = np.asarray(weights)
+        value[off] = 0.0
+        weights.assign(value)
+    bias = np.asarray(net.b_out)
+    bias[off] = OFF_LOGIT
+    net.b_out.assign(bias)
 
 
 def refit_linear_part(network, data, fit) -> LagrangianNetwork:
