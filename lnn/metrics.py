@@ -32,7 +32,11 @@ Definitions (each reproduces its source):
   log-likelihood per sample; for its
   rollouts, the fraction of true samples inside the members' 90 % band;
 - novelty: the fraction of held-out states a model calls novel
-  (``model.novelty(q, qd) > 1``: beyond the training states' 99th percentile).
+  (``model.novelty(q, qd) > 1``: beyond the training states' 99th percentile);
+- torque error in band and the out-of-band floor (imported logs): the error
+  against the measured torque smoothed by the Savitzky–Golay filter that gave
+  ``qd`` and ``qdd`` (derivative 0), and the torque less its smoothed self,
+  which no model of the smoothed state predicts (:func:`torque_bands`).
 """
 
 from __future__ import annotations
@@ -47,12 +51,14 @@ from pathlib import Path
 import numpy as np
 
 from lnn import _validate, uncertainty
+from lnn._bands import TorqueBandMetrics, band_windows, in_band, torque_bands
 from lnn.errors import NoveltyWarning
 from lnn.trajectory import EnsembleTrajectory, Trajectory
 
 __all__ = [
     "AccelerationMetrics",
     "TorqueMetrics",
+    "TorqueBandMetrics",
     "RolloutMetrics",
     "EnergyMetrics",
     "MassMatrixReport",
@@ -61,6 +67,9 @@ __all__ = [
     "MetricsTable",
     "acceleration_error",
     "torque_error",
+    "torque_bands",
+    "in_band",
+    "band_windows",
     "relative_error",
     "valid_prediction_time",
     "rollout_error",
@@ -867,6 +876,8 @@ def evaluate(
         energy errors are over those that finished), ``torque_mse``, ``torque_nmse`` and
         ``torque_nmse_<j>`` (only for joints whose true torque varies), ``rollout_error_geometric_mean``,
         ``valid_prediction_time_mean``, ``energy_error_mean``,
+        ``torque_mse_in_band``, ``torque_mse_floor`` and ``torque_mse_in_band_<j>``
+        (an imported dataset, whose window rule is known: :func:`torque_bands`),
         ``mass_matrix_error_median``, ``mass_matrix_positive_definite``,
         ``mass_matrix_min_eigenvalue``, ``mass_matrix_max_condition``;
         ``novel_fraction`` (held-out states with ``novelty > 1``, for models
@@ -939,6 +950,7 @@ class _Samples:
     true_system: object
     from_dataset: bool
     recording: np.ndarray | None = None  # (N,): each sample's trajectory id (a dataset's) or rollout index
+    dataset: object = None  # the held-out dataset itself (None for a true system's rollouts)
 
 
 def _samples(data, true_system, solver: _Solver, n_rollouts, initial_states, seed, duration, dt) -> _Samples:
@@ -947,7 +959,7 @@ def _samples(data, true_system, solver: _Solver, n_rollouts, initial_states, see
         q, qd, qdd, tau = (np.asarray(getattr(data, k), dtype=np.float64) for k in ("q", "qd", "qdd", "tau"))
         runs = _dataset_rollouts(data, n_rollouts) if n_rollouts else None
         recording = np.asarray(data.trajectory)
-        return _Samples(q, qd, qdd, tau, runs, true_system, true_system, True, recording)
+        return _Samples(q, qd, qdd, tau, runs, true_system, true_system, True, recording, data)
     if not (hasattr(data, "acceleration") and hasattr(data, "n_dof")):
         raise TypeError(f"data must be an lnn.Dataset or a MechanicalSystem, got {type(data).__name__}")
     true_system = data if true_system is None else true_system
@@ -982,7 +994,8 @@ def _acceleration_rows(model, s: _Samples, details: dict) -> list[MetricRow]:
 def _torque_rows(model, s: _Samples, details: dict) -> list[MetricRow]:
     if not hasattr(model, "inverse_dynamics"):
         return []
-    torque = torque_error(_batched(model.inverse_dynamics, s.q, s.qd, s.qdd), s.tau)
+    predicted = _batched(model.inverse_dynamics, s.q, s.qd, s.qdd)
+    torque = torque_error(predicted, s.tau)
     details["torque"] = torque
     rows = [MetricRow("torque_mse", torque.mse, "DeLaN torque MSE (sum over joints)")]
     if np.isfinite(torque.nmse):  # unforced data: no torque variance to normalise by
@@ -992,7 +1005,25 @@ def _torque_rows(model, s: _Samples, details: dict) -> list[MetricRow]:
             for j, v in enumerate(torque.nmse_per_joint)
             if np.isfinite(v)
         ]
-    return rows
+    return rows + _band_rows_of(predicted, s, details)
+
+
+def _band_rows_of(predicted: np.ndarray, s: _Samples, details: dict) -> list[MetricRow]:
+    """The in-band torque error and the out-of-band floor, on an imported dataset (its window rule known)."""
+    data = s.dataset
+    rule = getattr(data, "window_rule", None)
+    if data is None or rule is None or rule.window is None:
+        return []
+    bands = torque_bands(predicted, data)
+    details["torque_bands"] = bands
+    n = bands.mse_per_joint.shape[0]
+    return [
+        MetricRow("torque_mse_in_band", n * bands.in_band, "torque MSE against tau smoothed as qd, qdd were"),
+        MetricRow("torque_mse_floor", n * bands.floor, "MSE of tau less its smoothed self: no model's reach"),
+    ] + [
+        MetricRow(f"torque_mse_in_band_{j}", float(v), f"in-band torque MSE of joint {j}")
+        for j, v in enumerate(bands.in_band_per_joint)
+    ]
 
 
 def _mass_rows(model, s: _Samples, details: dict, n_mass_samples: int) -> list[MetricRow]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -36,10 +38,12 @@ def test_identify_does_not_trust_a_wrong_prior(data, held_out):
     assert isinstance(pred, np.ndarray)
     relative = np.mean((pred - held_out.tau) ** 2, axis=0) / held_out.tau.var(axis=0)
     assert np.all(relative < 1e-3)
-    # the friction found is the simulated one's order, and dissipative
+    # the friction found is the simulated one: the model family holds the truth (the smoothing velocity 0.01 rad/s
+    # of simulations.Friction is one the validation tries) and the data have no noise, so least squares recovers it
+    # to the integrator's error (measured: 4e-6 relative)
     params = model.network.friction_parameters()
-    assert np.all(params["viscous"] >= 0) and np.all(params["coulomb"] >= 0)
-    np.testing.assert_allclose(params["coulomb"], (0.1, 0.08), rtol=0.2)
+    np.testing.assert_allclose(params["viscous"], (0.05, 0.03), rtol=1e-4)
+    np.testing.assert_allclose(params["coulomb"], (0.1, 0.08), rtol=1e-4)
     # every body of the returned rigid body is physical
     J = np.asarray(model.network.kind_model.pseudo_inertias())
     assert np.all(np.linalg.eigvalsh(J) > 0)
@@ -85,16 +89,17 @@ def test_cli_identify_without_a_prior_writes_a_model_and_never_overwrites(data, 
     path = tmp_path / "data.npz"
     data.save(path)
     out = tmp_path / "model.keras"
-    # 20 s: the linear stage tries its columns with and without the refinements of Coulomb (a few seconds
-    # under a loaded suite), and each residual stage needs more than 5 s of what is left to run at all
-    assert main(["identify", str(path), "-o", str(out), "--time-limit", "20"]) == 0
+    # a fixed amount of work (epochs, not a wall-time budget): the stages trained do not depend on the load
+    assert main(["identify", str(path), "-o", str(out), "--epochs", "3"]) == 0
     printed = capsys.readouterr().out
     assert "trigonometric" in printed and "residual" in printed and out.exists()
     loaded = lnn.load_model(out)
     assert loaded.kind == "trigonometric"  # no URDF: the trigonometric Lagrangian in the rigid body's place
     assert loaded.friction_terms.startswith("viscous+coulomb")  # the default linear forces, fitted
-    assert main(["identify", str(path), "-o", str(out), "--time-limit", "6"]) != 0
+    assert main(["identify", str(path), "-o", str(out), "--epochs", "1"]) != 0
     assert "refusing to overwrite" in capsys.readouterr().err
+    assert main(["identify", str(path), "-o", str(out), "--epochs", "1", "--time-limit", "5", "--force"]) != 0
+    assert "time_limit or as epochs, not both" in capsys.readouterr().err
 
 
 # -- a URDF prior, the residual stage, a force registered here -------------------------------------------
@@ -116,6 +121,12 @@ URDF = """<?xml version="1.0"?>
     <origin xyz="0 0 -0.5"/><axis xyz="0 1 0"/><limit lower="-3" upper="3" effort="50" velocity="10"/></joint>
 </robot>
 """
+#: Epochs of the learned stage in the URDF test and in the biased-ensemble test: fixed work, so that no result
+#: depends on the machine's load (a wall-time budget trains fewer epochs on a loaded machine).
+EPOCHS_URDF = 200
+EPOCHS_ENSEMBLE = 40
+#: Epochs of the learned stage in the per-joint choice test.
+EPOCHS_JOINTS = 150
 #: Per-recording torque-sensor biases planted in the logs (N m), one row per recording.
 BIASES = np.array([[0.05, -0.04], [-0.03, 0.02], [0.0, 0.05], [0.04, -0.01], [-0.06, 0.0], [0.02, 0.03]])
 
@@ -160,7 +171,7 @@ def test_identify_with_a_urdf_prior_recovers_planted_bodies_biases_and_friction_
     # the linear friction of the classical fit only (no refinements): what the learned friction must take
     friction_ = "viscous+coulomb+joint_network"
     model = lnn.identify(
-        _logs(truth), prior=prior, friction=friction_, time_limit=60.0, seed=0, residual_lagrangian=False
+        _logs(truth), prior=prior, friction=friction_, epochs=EPOCHS_URDF, seed=0, residual_lagrangian=False
     )
     report = model.report
     assert [s.name for s in report.stages] == ["nominal", "rigid body", "residual"]
@@ -206,7 +217,7 @@ def test_an_identified_ensemble_is_calibrated_with_each_logs_bias_kept(monkeypat
     calls = _spy_on_calibrate(monkeypatch)
     data = _logs(TRUE)
     options = dict(friction="viscous+coulomb+joint_network", residual_lagrangian=False, offsets="recording")
-    model = lnn.identify(data, prior=WRONG_PAYLOAD, time_limit=15.0, seed=0, ensemble=2, **options)
+    model = lnn.identify(data, prior=WRONG_PAYLOAD, epochs=EPOCHS_ENSEMBLE, seed=0, ensemble=2, **options)
     assert len(model.report.recording_offsets) >= 3  # the linear stage found the biases
     recorded = {row.tobytes(): tau for row, tau in zip(np.asarray(data.q), np.asarray(data.tau))}
     training = calls[-1]["training"]  # identify's calibration, the last
@@ -219,9 +230,12 @@ def test_an_identified_ensemble_is_calibrated_with_each_logs_bias_kept(monkeypat
     new_logs = _logs(TRUE, seed=1)
     prediction = model.predict(new_logs.q, new_logs.qd, qdd=new_logs.qdd)
     assert np.all(np.median(prediction.tau_std, axis=0) > 0.02), np.median(prediction.tau_std, axis=0)
-    # (0.85, 0.94 in a CI run on two loaded cores, whose budget trained fewer epochs)
+    # The errors of a new log are its bias (0.03-0.06 N m) far more than the noise (1e-3 N m): the cover counts
+    # the six logs, not the 4800 samples, so it is a binomial share of 6 at 0.9 (std 0.12). Fixed epochs and
+    # seeds make it one number; the statistics allow it two standard deviations below the nominal level.
     covered = lnn.uncertainty.coverage(new_logs.tau, prediction.tau, prediction.tau_std, 0.9, prediction.tau_dof)
-    assert np.all(covered > 0.7)
+    logs = len(BIASES)
+    assert np.all(covered > 0.9 - 2.0 * np.sqrt(0.9 * 0.1 / logs)), covered
 
 
 @pytest.mark.robots
@@ -517,7 +531,7 @@ def test_the_residual_lagrangian_is_trained_when_asked_or_when_no_force_is_learn
 
 def test_identify_returns_a_calibrated_ensemble_through_the_same_stages(data, held_out, monkeypatch):
     calls = _spy_on_calibrate(monkeypatch)
-    model = lnn.identify(data, prior=WRONG_PAYLOAD, time_limit=12.0, seed=0, ensemble=2)
+    model = lnn.identify(data, prior=WRONG_PAYLOAD, epochs=5, seed=0, ensemble=2)
     # The learned forces alone (test_the_residual_lagrangian_is_trained_when_asked_or_when_no_force_is_learned).
     learned = [s.name for s in model.report.stages if s.name.startswith("residual")]
     assert learned[:1] == ["residual"] and set(learned) <= {"residual", "residual Lagrangian"}
@@ -634,3 +648,44 @@ def test_cli_prior_takes_column_names_as_the_urdf_joints_in_order_only_when_as_m
         _cli_prior(tmp_path, URDF, "shoulder,hip", None)
     with pytest.raises(ValueError, match="--joints must name the dataset's 2 coordinates once each; got 'elbow'"):
         _cli_prior(tmp_path, URDF, "elbow", None)
+
+
+def test_a_learned_force_that_overfits_one_recording_is_not_returned():
+    """Do no harm, per joint. Six logs of a planar arm; joint 2 has Stribeck friction in every log (beyond the
+    linear family: the learned force helps there), joint 1 linear friction only, and one training log has an extra
+    friction torque on joint 1 that no other log has (a fault of that recording). The force learns it from that log
+    and errs on the held-out one: it must be off on joint 1 (the model's joint 1 is the linear stage's) and kept on
+    joint 2, where it helps the held-out log. Fixed epochs and seeds: the same result on any machine under any load."""
+    from lnn.identification._learned import OFF_LOGIT
+    from lnn.identification._recipe import _split
+
+    friction = simulations.StribeckFriction(
+        viscous=(0.05, 0.03), coulomb=(0.1, 0.08), static=(0.1, 0.3), stribeck_velocity=(0.2, 0.2)
+    )
+    truth = simulations.PlanarArm(masses=(1.0, 0.8), lengths=(0.6, 0.5), friction=friction)
+    clean = lnn.generate(truth, n_trajectories=6, duration=3.0, dt=0.01, seed=0, tau="gravity-sinusoids")
+    held = np.unique(np.asarray(_split(clean, 0.1, 0).validation.trajectory))
+    faulty = min(set(range(6)) - set(held.tolist()))  # a training recording
+    rows = np.asarray(clean.trajectory) == faulty
+    tau = np.asarray(clean.tau).copy()
+    tau[rows, 0] += 0.4 * np.tanh(np.asarray(clean.qd)[rows, 0] / 0.3)  # friction-like: the force can learn it
+    tau += 1e-3 * np.random.default_rng(0).standard_normal(tau.shape)
+    data = dataclasses.replace(clean, tau=tau)
+    options = dict(friction="viscous+coulomb+joint_network", residual_lagrangian=False, offsets=None)
+    model = lnn.identify(data, prior=WRONG_PAYLOAD, epochs=EPOCHS_JOINTS, seed=0, **options)
+    choice = model.report.joint_choice
+    assert choice is not None and choice.kept == (False, True), model.report.format()
+    assert choice.learned_mse[0] > choice.linear_mse[0]  # the force fitted to one log hurt joint 1 held out
+    # and helped joint 2 by more than one standard error (the hump is small in these motions: ~2 % measured)
+    assert choice.learned_mse[1] < choice.linear_mse[1] - choice.standard_error[1]
+    assert model.report.chosen == "residual"
+    # joint 1's force is off (its level softplus(OFF_LOGIT) ~ 4e-44 N m): the model's joint-1 torque is the
+    # linear part's, which the learned stage kept as least squares left it (no parameter of it trained)
+    np.testing.assert_allclose(np.asarray(model.network.joint_friction_net.b_out)[0], OFF_LOGIT)
+    level = np.asarray(model.network.forces[-1].level(data.q[:500], data.qd[:500]))
+    assert np.all(level[:, 0] < 1e-40) and np.all(level[:, 1] > 0)
+    assert "joint 1: off" in model.report.format() and "joint 2: kept" in model.report.format()
+    # it is still one Lagrangian model that rolls out (unforced: beyond the forced training states)
+    with pytest.warns(lnn.NoveltyWarning):
+        trajectory = lnn.rollout(model, data.q[:1], data.qd[:1], t=np.linspace(0, 0.2, 5))
+    assert np.isfinite(trajectory.q).all()

@@ -143,7 +143,7 @@ def test_identify_without_a_prior_fits_the_trigonometric_lagrangian_and_its_resi
     )
     data = lnn.generate(true, n_trajectories=6, duration=2.0, dt=0.01, seed=0, tau="gravity-sinusoids")
     test = lnn.generate(true, n_trajectories=2, duration=2.0, dt=0.01, seed=1, tau="gravity-sinusoids")
-    model = lnn.identify(data, time_limit=16.0, seed=0)
+    model = lnn.identify(data, epochs=20, seed=0)
     names = [s.name for s in model.report.stages]
     assert names[0] == "trigonometric" and "residual" in names
     assert "1 harmonics" in model.report.stages[0].detail  # two were worse on these few short logs
@@ -166,12 +166,12 @@ def test_identify_without_a_prior_trains_the_network_only_where_the_basis_misses
     pendulum = simulations.Pendulum(m=1.0, l=1.0, g=9.81)
     data = lnn.generate(pendulum, n_trajectories=6, duration=2.0, dt=0.01, seed=0, tau="gravity-sinusoids")
     linear = dataclasses.replace(data, angular=(False,))
-    model = lnn.identify(linear, time_limit=10.0, seed=0, residual=False)
+    model = lnn.identify(linear, epochs=20, seed=0, residual=False)
     assert model.report.findings.state_share() >= lnn.identification.STATE_SHARE
     assert [s.name for s in model.report.stages] == ["trigonometric", "network"]
     # declared an angle, the basis writes it exactly: what it leaves is the sensor's noise, no network
     noise = np.random.default_rng(3).normal(0.0, 0.01, data.tau.shape)
-    exact = lnn.identify(dataclasses.replace(data, tau=data.tau + noise), time_limit=10.0, seed=0, residual=False)
+    exact = lnn.identify(dataclasses.replace(data, tau=data.tau + noise), epochs=20, seed=0, residual=False)
     assert [s.name for s in exact.report.stages] == ["trigonometric"]
     assert exact.report.findings.state_share() < lnn.identification.STATE_SHARE
 

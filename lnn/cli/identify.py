@@ -70,6 +70,14 @@ def register(subparsers) -> None:
         help="time budget of the trained stages in seconds (default 120)",
     )
     parser.add_argument(
+        "--epochs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="train each learned stage for N epochs instead of a time budget (the same work, and with --seed the "
+        "same model, on any machine and under any load; not with --time-limit)",
+    )
+    parser.add_argument(
         "--validation",
         type=float,
         default=0.1,
@@ -131,6 +139,7 @@ def run(args) -> int:
         friction=friction,
         offsets=None if args.offsets == "none" else args.offsets,
         time_limit=args.time_limit,
+        epochs=args.epochs,
         seed=args.seed,
         validation=args.validation,
         ensemble=args.ensemble,

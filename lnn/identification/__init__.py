@@ -9,7 +9,7 @@ module                                       holds
                                              recording), the validation of the settings, the fits
 :mod:`lnn.identification._learned`           the residual stage and the prior-free network
 :mod:`lnn.identification._report`            :class:`Stage`, :class:`ResidualFindings`,
-                                             :class:`IdentificationReport`
+                                             :class:`JointChoice`, :class:`IdentificationReport`
 :mod:`lnn.identification._model`             :class:`IdentifiedModel`
 ===========================================  ==========================================================
 
@@ -20,7 +20,7 @@ the force registry (:mod:`lnn.models.forces`, one parser of ``friction=``).
 
 from lnn.identification._model import IdentifiedModel
 from lnn.identification._recipe import DEFAULT_FRICTION, DEFAULT_TIME, OFFSETS, STATE_SHARE, identify
-from lnn.identification._report import IdentificationReport, ResidualFindings, Stage
+from lnn.identification._report import IdentificationReport, JointChoice, ResidualFindings, Stage
 
 __all__ = [
     "DEFAULT_FRICTION",
@@ -29,6 +29,7 @@ __all__ = [
     "OFFSETS",
     "IdentificationReport",
     "IdentifiedModel",
+    "JointChoice",
     "ResidualFindings",
     "Stage",
     "identify",

@@ -61,6 +61,9 @@ __all__ = [
     "HIDDEN",
     "RESIDUAL_LEARNING_RATE",
     "NETWORK_LEARNING_RATE",
+    "OFF_LOGIT",
+    "freeze_linear_part",
+    "mask_joint_forces",
     "refit_linear_part",
     "train_network",
     "train_residual",
@@ -72,6 +75,12 @@ HIDDEN = (64, 64)
 #: benchmarks/bench_real.py).
 RESIDUAL_LEARNING_RATE = 3e-3
 NETWORK_LEARNING_RATE = 3e-3
+#: The logit of the friction level of a joint whose learned force is switched off (:func:`mask_joint_forces`):
+#: ``softplus(-100) = 4e-44`` N m, nothing in float64 or float32.
+OFF_LOGIT = -100.0
+#: The name prefixes of the linear part's weights (the kinds' inertial parameters; the linear forces' are
+#: ``friction_<name>``): what :func:`freeze_linear_part` keeps as least squares left it.
+_LINEAR_PREFIXES = ("rigid_body_", "trigonometric_")
 
 
 def train_residual(
@@ -83,10 +92,11 @@ def train_residual(
     harmonics: int | None = None,
     learned: tuple,
     lagrangian: bool,
-    seconds: float,
+    seconds: float | None,
     seed: int,
     dtype: str,
     members: int | None = None,
+    epochs: int | None = None,
 ):
     """The residual stage on the linear stage's model: ``(network, detail)``.
 
@@ -119,14 +129,16 @@ def train_residual(
         The non-linear forces to learn (e.g. ``("joint_network",)``).
     lagrangian : bool
         Add the residual Lagrangian.
-    seconds : float
-        Time budget of :func:`lnn.fit`.
+    seconds : float or None
+        Time budget of :func:`lnn.fit` (None with ``epochs``).
     seed : int
     dtype : {"float64", "float32"}
     members : int, optional
         Train an :class:`lnn.Ensemble` of this many members (bootstraps of
         the training recordings), calibrated by :func:`lnn.fit` on
         ``held_out`` and on the training samples out of each member's bag.
+    epochs : int, optional
+        Train exactly this many epochs (instead of ``seconds``).
     """
     start = None
     if chain is not None:
@@ -143,11 +155,13 @@ def train_residual(
     base.update(residual=lagrangian, hidden=HIDDEN)
     lagrangian_text = f", residual Lagrangian {HIDDEN}" if lagrangian else ""
     return _train_forces(
-        base, solution, train, held_out, learned, seconds, seed, dtype, members, lagrangian_text, start
+        base, solution, train, held_out, learned, seconds, seed, dtype, members, lagrangian_text, start, epochs
     )
 
 
-def _train_forces(base: dict, solution, train, held_out, learned, seconds, seed, dtype, members, text, start=None):
+def _train_forces(
+    base: dict, solution, train, held_out, learned, seconds, seed, dtype, members, text, start=None, epochs=None
+):
     """A model of ``base`` with the linear stage's forces and the ``learned`` ones, trained on the torques."""
     layout = solution.layout
     terms = layout.forces + (("offset",) if layout.offset else ()) + tuple(learned)
@@ -164,27 +178,47 @@ def _train_forces(base: dict, solution, train, held_out, learned, seconds, seed,
         if start is not None:
             start(member)
         solution.assign_forces(member)
+    if members is None:  # one model: the learned parts on the linear stage as it is (see freeze_linear_part)
+        freeze_linear_part(network)
     history = _fit_unbiased(
-        network, solution, train, held_out, loss="torque", seconds=seconds, seed=seed, rate=RESIDUAL_LEARNING_RATE
+        network,
+        solution,
+        train,
+        held_out,
+        loss="torque",
+        seconds=seconds,
+        seed=seed,
+        rate=RESIDUAL_LEARNING_RATE,
+        epochs=epochs,
     )
     forces = f", forces {'+'.join(learned)}" if learned else ""
     detail = f"{len(history.epoch)} epochs (best {history.best_epoch}){text}{forces}, {dtype}"
     return network, detail
 
 
-def train_network(solution, train, held_out, *, friction: str | None, seconds: float, seed: int, members=None):
+def train_network(
+    solution, train, held_out, *, friction: str | None, seconds: float | None, seed: int, members=None, epochs=None
+):
     """The prior-free network: a structured Lagrangian network with ``friction`` trained from scratch on the
     torques less each recording's offset deviation that the linear ``solution`` found, ``(network, detail)``."""
     network = _network(
         members, train.n_dof, kind="structured", hidden=HIDDEN, angular=train.angular, friction=friction, seed=seed
     )
     history = _fit_unbiased(
-        network, solution, train, held_out, loss="auto", seconds=seconds, seed=seed, rate=NETWORK_LEARNING_RATE
+        network,
+        solution,
+        train,
+        held_out,
+        loss="auto",
+        seconds=seconds,
+        seed=seed,
+        rate=NETWORK_LEARNING_RATE,
+        epochs=epochs,
     )
     return network, f"structured {HIDDEN}, {len(history.epoch)} epochs (best {history.best_epoch})"
 
 
-def _fit_unbiased(network, solution, train, held_out, *, loss, seconds: float, seed: int, rate: float):
+def _fit_unbiased(network, solution, train, held_out, *, loss, seconds, seed: int, rate: float, epochs=None):
     """:func:`lnn.fit` on the training torques less each recording's offset deviation that the linear
     ``solution`` found (a log's sensor bias is not physics); an ensemble is then calibrated here, not by fit, with
     the deviations kept, since a new recording's bias is unknown and its error includes it
@@ -197,6 +231,7 @@ def _fit_unbiased(network, solution, train, held_out, *, loss, seconds: float, s
         corrected,
         validation=held_out,
         time_limit=seconds,
+        epochs=epochs,
         seed=seed,
         learning_rate=rate,
         loss=loss,
@@ -205,6 +240,63 @@ def _fit_unbiased(network, solution, train, held_out, *, loss, seconds: float, s
     if recalibrate:
         calibrate_on(network, held_out, train, member_weights(network, train.trajectory, seed=seed))
     return history
+
+
+def freeze_linear_part(network) -> None:
+    """Keep the linear part of a residual stage (the rigid body's or the trigonometric Lagrangian's parameters,
+    the armature, the linear forces' coefficients and the offset) where least squares put it: only the learned
+    parts train.
+
+    Why: the model's torque on joint ``j`` is then the linear stage's plus the
+    learned force of joint ``j`` (a ``joint_network`` force reads that joint's
+    state alone), so switching the force off on a joint
+    (:func:`mask_joint_forces`) gives back exactly the linear stage's torque
+    there, and :func:`lnn.identify` can keep the force on the joints where
+    held-out recordings show that it helps, and off elsewhere, with one
+    model (one Lagrangian). Trained along, the rigid body trades its
+    parameters against the learned force on every joint and is stopped by
+    the validation data as a whole; a joint that the force does not help
+    can then be worse than the linear stage (docs/benchmarks/real-robots.md).
+    """
+    linear = tuple(f"friction_{name}" for name in FORCES if FORCES[name].linear)
+    for variable in network.trainable_variables:
+        leaf = variable.path.rsplit("/", 1)[-1]
+        if leaf.startswith(_LINEAR_PREFIXES) or leaf in linear:
+            variable.trainable = False
+
+
+def mask_joint_forces(network, keep) -> None:
+    """Switch the learned ``joint_network`` force off on the joints where ``keep`` is False: their friction
+    level becomes ``softplus(OFF_LOGIT)`` (zero to the arithmetic), the other joints' as trained.
+
+    The model stays one Lagrangian with a passive force (every joint's level
+    ``>= 0``), saved, loaded and rolled out as any other.
+
+    Parameters
+    ----------
+    network : lnn.LagrangianNetwork
+        With the force ``joint_network``.
+    keep : array_like of bool, shape ``(n,)``
+
+    Raises
+    ------
+    ValueError
+        If the network has no ``joint_network`` force or ``keep`` has not ``n`` entries.
+    """
+    keep = np.asarray(keep, bool)
+    net = getattr(network, "joint_friction_net", None)
+    if net is None:
+        raise ValueError("mask_joint_forces needs a network with the learned force 'joint_network'")
+    if keep.shape != (network.n_dof,):
+        raise ValueError(f"keep must have one entry per joint ({network.n_dof}); got shape {keep.shape}")
+    off = ~keep
+    for weights in net.w_out.values():
+        value = np.asarray(weights)
+        value[off] = 0.0
+        weights.assign(value)
+    bias = np.asarray(net.b_out)
+    bias[off] = OFF_LOGIT
+    net.b_out.assign(bias)
 
 
 def refit_linear_part(network, data, fit) -> LagrangianNetwork:

@@ -13,7 +13,7 @@ from lnn import _catalog
 from lnn.errors import TimeSplitWarning
 from lnn.identification import _learned, _linear
 from lnn.identification._model import IdentifiedModel
-from lnn.identification._report import IdentificationReport, ResidualFindings, Stage
+from lnn.identification._report import IdentificationReport, JointChoice, ResidualFindings, Stage
 from lnn.models.chain import RigidBodyChain
 from lnn.models.forces import FORCES, friction_names
 from lnn.models.network import LagrangianNetwork
@@ -55,6 +55,7 @@ def identify(
     friction: str | None = DEFAULT_FRICTION,
     offsets: str | None = "auto",
     time_limit: float | None = None,
+    epochs: int | None = None,
     seed: int = 0,
     validation: float = 0.1,
     residual: bool = True,
@@ -136,10 +137,13 @@ def identify(
         stages; a share of :data:`MIN_STAGE_SECONDS` or less goes to the first
         one alone. Each stage's last epoch, calibration and judging run past
         its share; the last stage's share is shortened by what the one before
-        ran past (DFKI, 240 s: one model's call took 243 s; an ensemble of 5
-        261 s and 268 s, as before the shortening: its residual Lagrangian
-        runs 20-25 s past its share, its forces 8 s, mostly tracing the
-        predictions that calibrate and judge it).
+        ran past (mostly tracing the predictions that calibrate and judge
+        it). Not with ``epochs``.
+    epochs : int, optional
+        Train each learned stage for exactly this many epochs instead of a
+        share of a wall-time budget: the stages' work, and with ``seed`` their
+        result, then depend neither on the machine nor on its load (tests,
+        reproducible runs). Not with ``time_limit``.
     seed : int
         Seed of the validation split and of the networks.
     validation : float
@@ -190,12 +194,13 @@ def identify(
         it, or an option is not one of its values.
     """
     _check(dataset, offsets, ensemble, residual_lagrangian)
+    _check_work(time_limit, epochs)
     start = time.perf_counter()
     budget = DEFAULT_TIME if time_limit is None else float(time_limit)
     split = _split(dataset, validation, seed)
     terms = _Terms.of(friction, offsets)
     note = progress or (lambda message: None)
-    learning = dict(residual=residual, lagrangian=residual_lagrangian, dtype=dtype, members=ensemble)
+    learning = dict(residual=residual, lagrangian=residual_lagrangian, dtype=dtype, members=ensemble, epochs=epochs)
     if prior is None:
         remaining = budget - (time.perf_counter() - start)
         return _without_prior(dataset, split, terms, remaining, seed, learning, note)
@@ -246,7 +251,8 @@ def _with_prior(dataset, split, chain, terms, budget, seed, learning: dict, note
     models["rigid body"] = _rigid_model(chain, everything, terms, dataset)  # judged on the held-out part, fitted to all
     findings, novel_share = _findings(linear, train), _novel_share(linear, held_out)  # within the budget
     train_one = _residual_trainer(fitted, split, terms, seed, learning, chain)
-    stages.train(_residual_variants(learning, terms), budget - refit, start, train_one)
+    stages.train(_residual_variants(learning, terms), budget - refit, start, train_one, epochs=learning["epochs"])
+    joint_choice = stages.choose_joints("rigid body", learning["members"])
     best = stages.best(learning["members"])  # an ensemble asked for: the best learned one
     chosen = models[best.name]
     _refit_chosen(  # judged on the held-out part, fitted to all
@@ -267,6 +273,8 @@ def _with_prior(dataset, split, chain, terms, budget, seed, learning: dict, note
         findings=findings,
         recording_offsets=everything.recording_offsets(),
         novel_share=novel_share,
+        validation_floor=stages.floor,
+        joint_choice=joint_choice,
     )
     return IdentifiedModel(chosen, report, candidates=models)
 
@@ -313,11 +321,13 @@ def _without_prior(dataset, split, terms, budget, seed, learning: dict, note) ->
             seconds=seconds,
             seed=seed,
             members=learning["members"],
+            epochs=learning["epochs"],
         )
         return "network", network, detail
 
     novel_share = _novel_share(linear, held_out)
-    stages.train(trained, budget - refit, start, train_one)
+    stages.train(trained, budget - refit, start, train_one, epochs=learning["epochs"])
+    joint_choice = stages.choose_joints("trigonometric", learning["members"])
     best = stages.best(learning["members"])
     _refit_chosen(  # judged on the held-out part, fitted to all
         stages,
@@ -335,6 +345,8 @@ def _without_prior(dataset, split, terms, budget, seed, learning: dict, note) ->
         findings=findings,
         recording_offsets=everything.recording_offsets(),
         novel_share=novel_share,
+        validation_floor=stages.floor,
+        joint_choice=joint_choice,
     )
     return IdentifiedModel(stages.models[best.name], report, candidates=stages.models)
 
@@ -368,17 +380,66 @@ class _Stages:
         self.judged: list[Stage] = []
         self.models: dict = {}
         self.blocks: dict[str, np.ndarray] = {}
+        self.joint_blocks: dict[str, np.ndarray] = {}  # (blocks, n): each joint's block means
+        self.smooth = _smoothed_torque(held_out)  # the held-out torque in the kinematics' band, or None
+        self.floor = None if self.smooth is None else np.mean((np.asarray(held_out.tau) - self.smooth) ** 2, axis=0)
 
-    def judge(self, name: str, model, seconds: float, detail: str) -> None:
-        squared = _squared_errors(model, self.held_out)
-        self.judged.append(Stage(name, squared.mean(axis=0), seconds, detail))
+    def judge(self, name: str, model, seconds: float, detail: str, *, replace: bool = False) -> None:
+        """Score ``model`` on the held-out data as the stage ``name`` (``replace``: in place of the one judged)."""
+        predicted = np.asarray(model.inverse_dynamics(self.held_out.q, self.held_out.qd, self.held_out.qdd))
+        squared = (predicted - np.asarray(self.held_out.tau, np.float64)) ** 2
+        band = None if self.smooth is None else np.mean((predicted - self.smooth) ** 2, axis=0)
+        stage = Stage(name, squared.mean(axis=0), seconds, detail, validation_in_band=band)
+        if replace:
+            self.judged = [stage if s.name == name else s for s in self.judged]
+        else:
+            self.judged.append(stage)
         self.models[name] = model
         self.blocks[name] = _block_means(squared.mean(axis=1), self.held_out.trajectory)
-        self.note(f"{name}: validation torque MSE {self.judged[-1].mean_mse:.4g} ({detail})")
+        self.joint_blocks[name] = np.stack(
+            [_block_means(squared[:, j], self.held_out.trajectory) for j in range(squared.shape[1])], axis=1
+        )
+        self.note(f"{name}: validation torque MSE {stage.mean_mse:.4g} ({detail})")
 
-    def train(self, variants, budget: float, start: float, train_one) -> None:
+    def choose_joints(self, linear: str, members) -> JointChoice | None:
+        """Keep the residual stage's learned force on the joints where it beats the ``linear`` stage on the
+        held-out data by more than one standard error of their difference, and switch it off on the others
+        (:func:`_learned.mask_joint_forces`), the stage judged again; None where there is nothing to choose (no
+        residual stage, an ensemble, no ``joint_network`` force; the stage "residual" has no residual Lagrangian).
+
+        Where no joint keeps it, the stage is the linear one to the arithmetic and is dropped from the choice.
+        """
+        name = "residual"
+        model = self.models.get(name)
+        if members is not None or model is None or getattr(model, "joint_friction_net", None) is None:
+            return None
+        difference = self.joint_blocks[name] - self.joint_blocks[linear]
+        count = difference.shape[0]
+        error = difference.std(axis=0, ddof=1) / np.sqrt(count) if count > 1 else np.zeros(difference.shape[1])
+        keep = difference.mean(axis=0) < -error
+        before = next(s for s in self.judged if s.name == name)
+        choice = JointChoice(
+            name,
+            linear,
+            tuple(bool(k) for k in keep),
+            next(s for s in self.judged if s.name == linear).validation_mse,
+            before.validation_mse,
+            error,
+        )
+        if keep.all():
+            return choice
+        kept = ", ".join(str(j + 1) for j in np.flatnonzero(keep)) or "none"
+        _learned.mask_joint_forces(model, keep)
+        self.judge(name, model, before.seconds, f"{before.detail}; learned force kept on joints: {kept}", replace=True)
+        if not keep.any():  # the linear stage itself: not a candidate of its own
+            self.judged = [s for s in self.judged if s.name != name]
+            del self.models[name]
+        return choice
+
+    def train(self, variants, budget: float, start: float, train_one, *, epochs: int | None = None) -> None:
         """Train and judge each variant with an equal share of what is left of ``budget`` since ``start``:
-        ``train_one(variant, seconds) -> (name, model, detail)``. A share of :data:`MIN_STAGE_SECONDS` or less
+        ``train_one(variant, seconds) -> (name, model, detail)``; with ``epochs``, every variant, each for that
+        many epochs (``seconds`` None: no clock decides anything). A share of :data:`MIN_STAGE_SECONDS` or less
         goes whole to the next variant alone (a budget too short for two stages trains one, not none); none is
         trained with less than that left.
 
@@ -388,6 +449,12 @@ class _Stages:
         one before (DFKI, 240 s, an ensemble: the residual Lagrangian 20-25 s, the forces 8 s), the call still
         ends past the budget by the difference."""
         variants = tuple(variants)
+        if epochs is not None:
+            for variant in variants:
+                t0 = time.perf_counter()
+                name, model, detail = train_one(variant, None)
+                self.judge(name, model, time.perf_counter() - t0, detail)
+            return
         past = 0.0  # how far the last stage trained ran past its share
         for k, variant in enumerate(variants):
             left = budget - (time.perf_counter() - start)
@@ -465,6 +532,7 @@ def _residual_trainer(fitted, split, terms, seed, learning: dict, chain=None, ha
             seed=seed,
             dtype=learning["dtype"],
             members=learning["members"],
+            epochs=learning["epochs"],
         )
         return ("residual Lagrangian" if lagrangian else "residual"), network, detail
 
@@ -651,6 +719,16 @@ def _check(dataset, offsets, ensemble, residual_lagrangian) -> None:
         raise ValueError(f"residual_lagrangian must be None, True, False or {BOTH!r}; got {residual_lagrangian!r}")
 
 
+def _check_work(time_limit, epochs) -> None:
+    if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1):
+        raise ValueError(f"epochs must be None or an int >= 1; got {epochs!r}")
+    if epochs is not None and time_limit is not None:
+        raise ValueError(
+            f"give the learned stages' work as time_limit or as epochs, not both; got time_limit={time_limit!r}, "
+            f"epochs={epochs!r}"
+        )
+
+
 def _split(dataset, fraction: float, seed: int):
     """Whole recordings held out when there are at least three (a robot's logs differ: sensor bias,
     temperature), at least one; else time blocks of the one or two recordings, a derivative window apart.
@@ -672,10 +750,15 @@ def _split(dataset, fraction: float, seed: int):
     return parts
 
 
-def _squared_errors(model, data) -> np.ndarray:
-    """The squared torque error of every sample and joint, ``(N, n)``."""
-    pred = np.asarray(model.inverse_dynamics(data.q, data.qd, data.qdd), np.float64)
-    return (pred - np.asarray(data.tau, np.float64)) ** 2
+def _smoothed_torque(data) -> np.ndarray | None:
+    """The torque of ``data`` through the Savitzky–Golay filter of its derivatives (:func:`lnn.metrics.in_band`),
+    or None where the data record no window (simulated data, the spectral rule)."""
+    from lnn.metrics import in_band
+
+    rule = getattr(data, "window_rule", None)
+    if rule is None or rule.window is None:
+        return None
+    return in_band(np.asarray(data.tau, np.float64), data)
 
 
 def _block_means(values: np.ndarray, trajectory, blocks: int = SELECTION_BLOCKS) -> np.ndarray:

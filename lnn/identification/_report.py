@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-__all__ = ["HIGH_FREQUENCY", "IdentificationReport", "ResidualFindings", "Stage"]
+__all__ = ["HIGH_FREQUENCY", "IdentificationReport", "JointChoice", "ResidualFindings", "Stage"]
 
 #: Above this frequency (Hz) the findings count the residual's power separately: on the DFKI
 #: pendulum most of what least squares leaves lies there, where the measured torque has almost
@@ -29,17 +29,65 @@ class Stage:
         Wall time of the stage.
     detail : str
         What was chosen (ridge weight, smoothing velocity, epochs).
+    validation_in_band : ndarray or None, shape ``(n,)``
+        Held-out torque error against the measured torque smoothed by the
+        derivatives' filter (:func:`lnn.metrics.torque_bands`: what a model of
+        the smoothed state can reduce); None where the data record no window
+        (simulated data).
     """
 
     name: str
     validation_mse: np.ndarray
     seconds: float
     detail: str = ""
+    validation_in_band: np.ndarray | None = None
 
     @property
     def mean_mse(self) -> float:
         """The validation MSE averaged over the joints."""
         return float(np.mean(self.validation_mse))
+
+
+@dataclasses.dataclass(frozen=True)
+class JointChoice:
+    """Per joint, whether the learned force of a residual stage is kept: the held-out figures behind it.
+
+    The force is kept on joint ``j`` where the stage with it errs less than the
+    linear stage on the held-out data by more than one standard error of the
+    difference (the one-standard-error rule per joint: the simpler model
+    unless the data show the other better), the standard error over
+    contiguous blocks of the held-out recordings.
+
+    Attributes
+    ----------
+    stage, linear : str
+        The residual stage and the linear stage it is compared with.
+    kept : tuple of bool, length ``n``
+    linear_mse, learned_mse : ndarray, shape ``(n,)``
+        Held-out torque MSE per joint of the linear stage and of the residual
+        stage with the force on every joint.
+    standard_error : ndarray, shape ``(n,)``
+        Standard error of the per-joint difference ``learned - linear``.
+    """
+
+    stage: str
+    linear: str
+    kept: tuple
+    linear_mse: np.ndarray
+    learned_mse: np.ndarray
+    standard_error: np.ndarray
+
+    def format(self) -> str:
+        """One line per joint."""
+        lines = [f"learned force of the {self.stage} stage per joint (held out; kept where it beats the {self.linear}"]
+        lines[0] += " by more than one standard error):"
+        for j, kept in enumerate(self.kept):
+            lines.append(
+                f"  joint {j + 1}: {'kept' if kept else 'off '}  {self.linear} {self.linear_mse[j]:.4g}, "
+                f"with the force {self.learned_mse[j]:.4g} (difference {self.learned_mse[j] - self.linear_mse[j]:+.3g}"
+                f" +- {self.standard_error[j]:.2g})"
+            )
+        return "\n".join(lines)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,6 +207,15 @@ class IdentificationReport:
         linear stage's :meth:`~lnn.LagrangianNetwork.novelty` above 1). Where
         it is large, the validation errors measure extrapolation, and so does
         the choice among the stages.
+    validation_floor : ndarray or None, shape ``(n,)``
+        The held-out torque's out-of-band floor (the torque less its smoothed
+        self, :func:`lnn.metrics.torque_bands`): the part of every stage's
+        validation error that no model of the smoothed state reduces; None
+        where the data record no window.
+    joint_choice : JointChoice or None
+        Which joints keep the learned force of the chosen stage, and the
+        held-out figures behind each choice (None when no learned force was
+        chosen per joint).
     """
 
     stages: tuple
@@ -169,6 +226,8 @@ class IdentificationReport:
     findings: ResidualFindings | None = None
     recording_offsets: dict = dataclasses.field(default_factory=dict)
     novel_share: float | None = None
+    validation_floor: np.ndarray | None = None
+    joint_choice: object = None
 
     def format(self) -> str:
         """A few lines for a terminal."""
@@ -178,9 +237,20 @@ class IdentificationReport:
         for s in self.stages:
             mark = "*" if s.name == self.chosen else " "
             per_joint = " ".join(f"{v:.3g}" for v in s.validation_mse)
+            band = ""
+            if s.validation_in_band is not None:
+                band = " in band " + " ".join(f"{v:.3g}" for v in s.validation_in_band)
             lines.append(
-                f"{mark} {s.name:<19} torque MSE {s.mean_mse:.4g} (joints {per_joint}) {s.seconds:.1f} s  {s.detail}"
+                f"{mark} {s.name:<19} torque MSE {s.mean_mse:.4g} (joints {per_joint}{band}) {s.seconds:.1f} s  "
+                f"{s.detail}"
             )
+        if self.validation_floor is not None:
+            lines.append(
+                "out-of-band floor of the validation torques (tau less its smoothed self, no model's reach): joints "
+                + " ".join(f"{v:.3g}" for v in self.validation_floor)
+            )
+        if self.joint_choice is not None:
+            lines.append(self.joint_choice.format())
         if self.masses is not None:
             lines.append(
                 "body masses (kg), prior -> identified: "
