@@ -246,9 +246,10 @@ def package_train_step(model, n):
     ``lnn.mechanics.fast_caller``) on tensors of the numpy batch.
     """
     from lnn.train import _Trainer
+    from lnn.train._steps import use_xla
 
     spec = [tf.TensorSpec((None, n), tf.float32)] * 4
-    xla = model.kind == "kinetic-potential"  # fit's default
+    xla = use_xla(model, {"acceleration-l2": 1.0}, None)  # fit's default for this model
     trainer = _Trainer(
         model,
         {"acceleration-l2": 1.0},

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from lnn import mechanics
 from lnn.models.mlp import MLP
-from lnn.models.structured import tril_scatter
+from lnn.models.triangular import assemble_triangular, tril_index
 
 __all__ = ["NETWORKS", "RESIDUAL_INIT", "ResidualLagrangian"]
 
@@ -41,16 +41,13 @@ class ResidualLagrangian:
         for net in (model.residual_net, model.residual_potential_net):
             net._raw_kernels[-1].assign(RESIDUAL_INIT * np.asarray(net._raw_kernels[-1]))
         self.model = model
-        self._scatter = tril_scatter(n, options["dtype"])
+        self._index = tril_index(n)
 
     def factor(self, q):
         """``C(q)``, shape ``(B, n, n)``."""
         n = self.model.n_dof
         raw = self.model.residual_net.forward(self.model.features(q).x)
-        c = tf.linalg.diag(raw[:, :n])  # C C^T is positive semi-definite for any C
-        if n > 1:
-            c = c + tf.reshape(tf.matmul(raw[:, n:], self._scatter), (-1, n, n))
-        return c
+        return assemble_triangular(raw[:, :n], raw[:, n:], self._index)  # C C^T is positive semi-definite for any C
 
     def mass(self, q):
         """``M_r = C C^T``, shape ``(B, n, n)``."""

@@ -21,32 +21,9 @@ from scipy.special import expit
 from lnn.models.features import InputMap
 from lnn.models.mlp import MLP, NumpyNet, scalar_derivatives, vector_jet
 from lnn.models.registry import Kind, NumpyKind, Terms, register_kind
+from lnn.models.triangular import assemble_triangular, lower_triangular, tril_index
 
 __all__ = ["Structured"]
-
-
-def tril_scatter(n: int, dtype) -> np.ndarray:
-    """``S`` with ``reshape(lower @ S, (n, n))`` placing the strictly lower entries, ``(n(n-1)/2, n^2)``."""
-    rows, cols = np.tril_indices(n, -1)
-    scatter = np.zeros((len(rows), n * n))
-    scatter[np.arange(len(rows)), rows * n + cols] = 1.0
-    return scatter.astype(dtype)
-
-
-def assemble_triangular(diag, lower, scatter):
-    """``diag(diag) + tril(lower)`` for a batch (``(B, n)``, ``(B, m)``) or one matrix."""
-    n = diag.shape[-1]
-    c = tf.linalg.diag(diag)
-    if n == 1:
-        return c
-    if diag.shape.rank == 1:
-        return c + tf.reshape(tf.linalg.matvec(scatter, lower, transpose_a=True), (n, n))
-    return c + tf.reshape(tf.matmul(lower, scatter), (-1, n, n))
-
-
-def lower_triangular(diag_raw, lower, scatter):
-    """``C = diag(softplus(diag_raw)) + tril(lower)`` for a batch (``(B, n)``, ``(B, m)``) or one matrix."""
-    return assemble_triangular(tf.math.softplus(diag_raw), lower, scatter)
 
 
 @register_kind
@@ -67,7 +44,7 @@ class Structured(Kind):
         m.potential_net = MLP(
             n_features, 0, hidden, 1, seed=int(seeds[1]), name="potential", output_bias=False, **common
         )
-        self._scatter = tril_scatter(n, options["dtype"])
+        self._index = tril_index(n)
 
     # -- TensorFlow ------------------------------------------------------------------
     def _mass_of(self, chol):
@@ -78,7 +55,7 @@ class Structured(Kind):
     def _mass(self, x):
         n = self.model.n_dof
         raw = self.model.cholesky_net.forward(x)
-        return self._mass_of(lower_triangular(raw[:, :n], raw[:, n:], self._scatter))
+        return self._mass_of(lower_triangular(raw[:, :n], raw[:, n:], self._index))
 
     def kinetic(self, q, qd):
         """``T = 1/2 qd^T M(q) qd``."""
@@ -112,7 +89,7 @@ class Structured(Kind):
         features = model.features(q)
         jet = vector_jet(model.cholesky_net, features.x, features.tangent(qd) if mixed else None)
         diag_raw = jet.value[:, :n]
-        chol = lower_triangular(diag_raw, jet.value[:, n:], self._scatter)
+        chol = lower_triangular(diag_raw, jet.value[:, n:], self._index)
         w = tf.linalg.matvec(chol, qd, transpose_a=True)  # C^T qd
         p = tf.linalg.matvec(chol, w) + model.epsilon * qd
         if grad_q:
@@ -128,7 +105,7 @@ class Structured(Kind):
             adjoint = tf.concat([qd * w * sig, tf.gather(qd, rows, axis=1) * tf.gather(w, cols, axis=1)], axis=1)
             gq = features.pullback(jet.pullback(adjoint) - potential.grad_x)
         if mixed:
-            d_chol = assemble_triangular(sig * jet.tangent[:, :n], jet.tangent[:, n:], self._scatter)
+            d_chol = assemble_triangular(sig * jet.tangent[:, :n], jet.tangent[:, n:], self._index)
             mix = tf.linalg.matvec(d_chol, w) + tf.linalg.matvec(chol, tf.linalg.matvec(d_chol, qd, transpose_a=True))
         return Terms(value, gq, p, self._mass_of(chol), mix)
 

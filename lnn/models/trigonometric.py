@@ -54,6 +54,7 @@ import tensorflow as tf
 
 from lnn.models.registry import Kind, NumpyKind, Terms, register_kind
 from lnn.models.residual import NETWORKS, ResidualLagrangian
+from lnn.models.triangular import symmetric_index
 
 __all__ = ["MAX_PARAMETERS", "Basis", "NumpyTrigonometric", "Trigonometric", "choose_basis"]
 
@@ -255,10 +256,7 @@ class Trigonometric(Kind):
             name="trigonometric_potential", shape=(K - 1,), initializer="zeros", dtype=dtype
         )
         rows, cols = self.basis.pairs
-        scatter = np.zeros((pairs, m.n_dof * m.n_dof))
-        scatter[np.arange(pairs), rows * m.n_dof + cols] = 1.0
-        scatter[np.arange(pairs), cols * m.n_dof + rows] = 1.0
-        self._scatter = tf.constant(scatter, dtype=dtype)  # upper triangle -> symmetric matrix
+        self._symmetric_index = symmetric_index(rows, cols, m.n_dof)  # upper triangle -> symmetric matrix
         self._codes = tf.constant(self.basis.codes)
         self._angular = tf.constant(np.asarray(m.angular))
 
@@ -304,7 +302,7 @@ class Trigonometric(Kind):
     def _symmetric(self, entries):
         """``(B, pairs)`` upper-triangle entries -> ``(B, n, n)``."""
         n = self.model.n_dof
-        return tf.reshape(tf.matmul(entries, self._scatter), (-1, n, n))
+        return tf.reshape(tf.gather(entries, self._symmetric_index, axis=-1), (-1, n, n))
 
     def _mass(self, phi):
         """``M = sum_k Theta_k phi_k``, ``(B, n, n)``, at the basis values ``phi (B, K)``."""

@@ -16,17 +16,10 @@ import numpy as np
 import tensorflow as tf
 
 from lnn.models.forces.base import Force, NumpyForce, register_force
+from lnn.models.triangular import lower_triangular, tril_index
 
 #: Initial diagonal of ``C`` (after softplus).
 INITIAL = 0.05
-
-
-def _tril_scatter(n: int, dtype) -> np.ndarray:
-    """``S (n(n-1)/2, n^2)``: ``reshape(l @ S, (n, n))`` places ``l`` strictly below the diagonal."""
-    rows, cols = np.tril_indices(n, -1)
-    scatter = np.zeros((len(rows), n * n))
-    scatter[np.arange(len(rows)), rows * n + cols] = 1.0
-    return scatter.astype(dtype)
 
 
 class NumpyDamping(NumpyForce):
@@ -49,7 +42,7 @@ class Damping(Force):
     def __init__(self, model) -> None:
         super().__init__(model)
         n, dtype = model.n_dof, model.dtype
-        self._scatter = _tril_scatter(n, dtype)
+        self._index = tril_index(n)
         model.damping_diag = model.add_weight(name="damping_diag", shape=(n,), initializer="zeros", dtype=dtype)
         model.damping_diag.assign(np.full(n, np.log(np.expm1(INITIAL)), dtype=dtype))
         model.damping_lower = model.add_weight(
@@ -58,10 +51,8 @@ class Damping(Force):
 
     def matrix(self):
         """``D``, a tensor of shape ``(n, n)`` (the same as :meth:`damping_matrix`)."""
-        model, n = self.model, self.model.n_dof
-        c = tf.linalg.diag(tf.math.softplus(model.damping_diag))
-        if n > 1:
-            c = c + tf.reshape(tf.linalg.matvec(self._scatter, model.damping_lower, transpose_a=True), (n, n))
+        model = self.model
+        c = lower_triangular(model.damping_diag, model.damping_lower, self._index)
         return tf.matmul(c, c, transpose_b=True)
 
     def damping_matrix(self):
