@@ -195,6 +195,7 @@ def test_identify_recovers_planted_inertias_and_friction_from_the_written_urdf(t
     report = model.to_urdf(tmp_path / "identified.urdf", template=DFKI_URDF)
     assert report.stage == "stage 'rigid body' of lnn.identify"
     assert "identified by stage 'rigid body' of lnn.identify" in (tmp_path / "identified.urdf").read_text()
+    _check_round_trip(model.network, tmp_path / "identified.urdf", ())  # Pinocchio and MuJoCo: lnn's, to 1e-8
     # The written file's dynamics are the planted ones: what a pendulum swinging about x identifies.
     written = simulations.URDFRobot.from_urdf(tmp_path / "identified.urdf", missing_links="add")
     q, qd = _states(2, 500, seed=3)
