@@ -337,6 +337,15 @@ def _link_inertia(body, template_body, joint: str, child: str, root, links):
     return theta, lumped
 
 
+def _child(joint, template: str) -> str:
+    """The name of the link a URDF ``<joint>`` moves."""
+    element = joint.find("child")
+    name = None if element is None else element.get("link")
+    if name is None:
+        raise ValueError(f"the template URDF {template}: joint {joint.get('name')!r} has no <child link=...>")
+    return name
+
+
 def _set_dynamics(joint, values: dict, armature: float, *, prismatic: bool) -> None:
     """Write ``<dynamics damping friction>`` (``values``) and the armature's comment into ``joint``."""
     dynamics = joint.find("dynamics")
@@ -422,10 +431,14 @@ def write_urdf(model, path, *, template, force: bool = False, stage: str | None 
             coefficients[name] = np.mean([np.asarray(v, np.float64) for v in values], axis=0)
 
     joints = {j.get("name"): j for j in root.findall("joint")}
-    links = {link.get("name"): link for link in root.findall("link")}
-    written, parameters, merged = {}, [], {}
+    links = {str(link.get("name")): link for link in root.findall("link")}
+    written: dict[str, str] = {}
+    parameters: list[np.ndarray] = []
+    merged: dict[str, tuple[str, ...]] = {}
     for i, name in enumerate(names):
-        child = joints[name].find("child").get("link")
+        child = _child(joints[name], template)
+        if child not in links:
+            raise ValueError(f"the template URDF {template}: joint {name!r} moves link {child!r}, never defined")
         link = links[child]
         template_body = np.array(pin_model.inertias[i + 1].toDynamicParameters())
         theta, lumped = _link_inertia(bodies[i], template_body, name, child, root, links)
@@ -434,8 +447,8 @@ def write_urdf(model, path, *, template, force: bool = False, stage: str | None 
         _set_inertial(link, theta)
         written[name] = child
         parameters.append(theta)
-        values = {attr: coefficients[force][i] for force, attr in CARRIED_FORCES.items() if force in coefficients}
-        _set_dynamics(joints[name], values, armature[i], prismatic=chain.prismatic[i])
+        carried = {attr: coefficients[force][i] for force, attr in CARRIED_FORCES.items() if force in coefficients}
+        _set_dynamics(joints[name], carried, armature[i], prismatic=chain.prismatic[i])
 
     lumped = {n for group in merged.values() for n in group}
     kept = tuple(n for n in links if n not in written.values() and n not in lumped)
