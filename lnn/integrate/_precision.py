@@ -68,7 +68,12 @@ def for_solve(problem: Problem, *, stacklevel: int = 3) -> tuple[Problem, dict]:
         return problem, {"solve_dtype": compute_dtype(system)}
     widen = getattr(system, "widened", None)
     if callable(widen):
-        return dataclasses.replace(problem, system=widen("float64")), {"solve_dtype": "float64"}
+        try:
+            twin = widen("float64")
+        except ValueError:  # a model whose configuration does not rebuild it: the rule for the others
+            twin = None
+        if twin is not None:
+            return dataclasses.replace(problem, system=twin), {"solve_dtype": "float64"}
     metadata = {"solve_dtype": "float32"}
     if not problem.method.adaptive:
         return problem, metadata

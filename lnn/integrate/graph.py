@@ -76,6 +76,7 @@ from lnn._grid import time_grid
 from lnn._schemes import scheme
 from lnn.integrate._methods import method as table_method
 from lnn.integrate._methods import method_names
+from lnn.integrate._precision import reachable
 from lnn.integrate._problem import Problem, Solution, default_tolerances
 from lnn.solvers import solve
 from lnn.system import compute_dtype
@@ -294,8 +295,6 @@ def _adaptive(system, q0, qd0, t, *, method, tau, rtol, atol, max_steps, jit_com
                 raise ValueError(f"{name} must be a positive finite number or an array (B,); got {value!r}")
         tolerances.append(value)
     if dtype == tf.float32 and not any(isinstance(v, (tf.Tensor, tf.Variable)) for v in tolerances):
-        from lnn.integrate._precision import reachable
-
         reached = reachable(system, tolerances[0], tolerances[1], stacklevel=4, where="solving in float32")
         if reached is not None:
             tolerances = [r if np.ndim(r) else float(r) for r in reached]
