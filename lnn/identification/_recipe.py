@@ -369,6 +369,7 @@ class _Stages:
         self.models: dict = {}
         self.blocks: dict[str, np.ndarray] = {}
         self.joint_blocks: dict[str, np.ndarray] = {}  # (blocks, n): each joint's block means
+        self.excluded: set[str] = set()  # judged, but not candidates (a residual stage with every force off)
         self.smooth = _smoothed_torque(held_out)  # the held-out torque in the kinematics' band, or None
         self.floor = None if self.smooth is None else np.mean((np.asarray(held_out.tau) - self.smooth) ** 2, axis=0)
 
@@ -416,12 +417,13 @@ class _Stages:
         )
         if keep.all():
             return choice
-        kept = ", ".join(str(j + 1) for j in np.flatnonzero(keep)) or "none"
         _learned.mask_joint_forces(model, keep)
+        if not keep.any():  # the linear stage itself: reported as trained, not a candidate of its own
+            self.excluded.add(name)
+            self.amend(name, f"learned force off on every joint: the {linear} stage")
+            return choice
+        kept = ", ".join(str(j + 1) for j in np.flatnonzero(keep))
         self.judge(name, model, before.seconds, f"{before.detail}; learned force kept on joints: {kept}", replace=True)
-        if not keep.any():  # the linear stage itself: not a candidate of its own
-            self.judged = [s for s in self.judged if s.name != name]
-            del self.models[name]
         return choice
 
     def train(self, variants, budget: float, start: float, train_one, *, epochs: int | None = None) -> None:
@@ -470,8 +472,9 @@ class _Stages:
         """The first stage judged whose mean validation error is within one standard error of the lowest
         (among the learned ones if ``learned_only`` and any); the standard error is that of the mean of the
         per-block differences to the lowest."""
-        candidates = [s for s in self.judged if s.name in LEARNED_STAGES] if learned_only else []
-        candidates = candidates or self.judged
+        judged = [s for s in self.judged if s.name not in self.excluded]
+        candidates = [s for s in judged if s.name in LEARNED_STAGES] if learned_only else []
+        candidates = candidates or judged
         lowest = min(candidates, key=lambda s: s.mean_mse)
         for stage in candidates:
             difference = self.blocks[stage.name] - self.blocks[lowest.name]
