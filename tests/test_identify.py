@@ -98,6 +98,7 @@ def test_cli_identify_without_a_prior_writes_a_model_and_never_overwrites(data, 
     assert loaded.friction_terms.startswith("viscous+coulomb")  # the default linear forces, fitted
     assert main(["identify", str(path), "-o", str(out), "--epochs", "1"]) != 0
     assert "refusing to overwrite" in capsys.readouterr().err
+    # --time-limit only to check that it is refused beside --epochs (before any training: no clock decides)
     assert main(["identify", str(path), "-o", str(out), "--epochs", "1", "--time-limit", "5", "--force"]) != 0
     assert "time_limit or as epochs, not both" in capsys.readouterr().err
 
