@@ -60,3 +60,22 @@ def test_held_out_time_blocks_are_filtered_as_pieces_and_bad_input_is_named():
         torque_bands(tau, spectral)
     with pytest.raises(ValueError, match="same shape"):
         torque_bands(tau[:10], data, window=21)
+
+
+def test_evaluate_reports_the_band_rows_on_an_imported_dataset_only():
+    import dataclasses
+
+    import simulations
+
+    arm = simulations.PlanarArm()
+    data = lnn.generate(arm, n_trajectories=2, duration=2.0, dt=0.01, seed=0, tau="gravity-sinusoids")
+    noisy = dataclasses.replace(data, tau=data.tau + 0.05 * np.random.default_rng(1).standard_normal(data.tau.shape))
+    assert "torque_mse_in_band" not in lnn.evaluate(arm, noisy, n_rollouts=0).as_dict()  # no window recorded
+    imported = dataclasses.replace(noisy, window_rule=WindowRule("given", window=31, order=4))
+    table = lnn.evaluate(arm, imported, n_rollouts=0)
+    bands = torque_bands(arm.inverse_dynamics(data.q, data.qd, data.qdd), imported)
+    np.testing.assert_allclose(table["torque_mse_in_band"], 2 * bands.in_band, rtol=1e-12)
+    np.testing.assert_allclose(table["torque_mse_floor"], 2 * bands.floor, rtol=1e-12)
+    np.testing.assert_allclose(table["torque_mse_in_band_1"], bands.in_band_per_joint[1], rtol=1e-12)
+    # the truth's raw error is the noise; in band it is what the filter keeps of it: far less
+    assert table["torque_mse_in_band"] < 0.3 * table["torque_mse"]

@@ -98,6 +98,7 @@ def test_cli_identify_without_a_prior_writes_a_model_and_never_overwrites(data, 
     assert loaded.friction_terms.startswith("viscous+coulomb")  # the default linear forces, fitted
     assert main(["identify", str(path), "-o", str(out), "--epochs", "1"]) != 0
     assert "refusing to overwrite" in capsys.readouterr().err
+    # --time-limit only to check that it is refused beside --epochs (before any training: no clock decides)
     assert main(["identify", str(path), "-o", str(out), "--epochs", "1", "--time-limit", "5", "--force"]) != 0
     assert "time_limit or as epochs, not both" in capsys.readouterr().err
 
@@ -689,3 +690,29 @@ def test_a_learned_force_that_overfits_one_recording_is_not_returned():
     with pytest.warns(lnn.NoveltyWarning):
         trajectory = lnn.rollout(model, data.q[:1], data.qd[:1], t=np.linspace(0, 0.2, 5))
     assert np.isfinite(trajectory.q).all()
+
+
+def test_the_residual_stage_holds_the_linear_part_and_a_masked_joint_gets_the_linear_torque(data):
+    """What makes the per-joint choice exact: the learned stage trains only the learned force, so switching a
+    joint's force off gives back the linear stage's torque on that joint, to the arithmetic."""
+    from lnn.identification._learned import _linear_twin, freeze_linear_part, mask_joint_forces
+    from lnn.models.chain import RigidBodyChain
+
+    chain = RigidBodyChain.from_system(WRONG_PAYLOAD)
+    model = lnn.LagrangianNetwork(
+        2, kind="rigid-body", prior=chain, friction="viscous+coulomb+joint_network", dtype="float64", seed=0
+    )
+    linear = {v.path: np.asarray(v).copy() for v in model.variables if "joint_friction" not in v.path}
+    freeze_linear_part(model)
+    assert all("joint_friction" in v.path for v in model.trainable_variables)
+    lnn.fit(model, data, epochs=3, loss="torque", validation=None, seed=0)
+    for v in model.variables:
+        if v.path.endswith(("inertia", "armature", "viscous", "coulomb")):
+            np.testing.assert_array_equal(np.asarray(v), linear[v.path])
+    mask_joint_forces(model, [False, True])
+    full = np.asarray(model.inverse_dynamics(data.q, data.qd, data.qdd))
+    plain = np.asarray(_linear_twin(model).inverse_dynamics(data.q, data.qd, data.qdd))
+    np.testing.assert_allclose(full[:, 0], plain[:, 0], rtol=0, atol=1e-12)
+    assert np.abs(full[:, 1] - plain[:, 1]).max() > 1e-4  # joint 2 keeps its learned force
+    with pytest.raises(ValueError, match="one entry per joint"):
+        mask_joint_forces(model, [True])

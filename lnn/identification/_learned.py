@@ -1,8 +1,9 @@
 """The learned stages of :func:`lnn.identify`: the residual on top of the rigid body, and the prior-free network.
 
 **Residual** (with a prior): a ``"rigid-body"`` :class:`lnn.LagrangianNetwork`
-started at the physical linear stage (its bodies, armature, linear force
-coefficients and constant offset), with the learned forces named in
+holding the physical linear stage as it is (its bodies, armature, linear force
+coefficients and constant offset: :func:`freeze_linear_part`, so that the
+learned force can be kept per joint), with the learned forces named in
 ``friction=`` that no linear fit can take (by default the passive friction
 of each joint's own state ``"joint_network"`` of :mod:`lnn.models.forces`:
 Stribeck, asymmetric and position-dependent friction, which dissipates by
@@ -11,16 +12,10 @@ request, a structured residual Lagrangian (``T_r = 1/2 |C(q)^T qd|^2``,
 ``V_r(q)``, both starting near zero), trained on the torques by
 :func:`lnn.fit` (torque loss, its best validation epoch kept). The residual
 Lagrangian is trained on request (``residual_lagrangian=True``, or
-``"both"`` to let the validation choose), not a part of every stage: held
-out of the other eight in turn, two of the nine DFKI logs met it where it
-did not transfer (``benchmarks/bench_real.py --leave-one-out``), and on a
-simulated two-link URDF
-robot with planted Stribeck, asymmetric and position-dependent friction
-(``tests/test_identify.py``, 40 s) the friction network alone took the held-out error of the linear fit
-from 0.0037 to 0.0024 N^2 m^2 on joint 1 (541 epochs), with the residual
-Lagrangian beside it the error rose to 0.0045 (123 epochs: its
-forward-over-reverse pass costs 4x, and the extra freedom overfits). A peak
-learning rate of 3e-3 reached 0.0024 where 1e-3 reached 0.0028 and 1e-2 0.0028.
+``"both"`` to let the validation choose), not a part of every stage: its
+forward-over-reverse pass costs about 4x the forces' and its extra freedom
+fits what a new log does not repeat (docs/benchmarks/real-robots.md, "Why
+identify's defaults", with the peak learning rate's measurements).
 The training torques have each recording's offset deviation (fitted by the
 linear stage) taken out, so the network does not learn one log's sensor
 bias as physics; the held-out recordings keep theirs (a new recording's
@@ -39,10 +34,7 @@ trained from scratch the same way, is a candidate only where a function of
 the state explains much of what the trigonometric stage leaves
 (:data:`lnn.identification._recipe.STATE_SHARE`): a 7-DOF arm's basis of
 single coordinates cannot write its gravity. Where it explains little, the
-network only finds one log to fit: on the DFKI pendulum one held-out log
-made it look best (validation 0.0075 N^2 m^2 against the trigonometric
-stage's 0.0108) while it erred 1.7x as much on the test log (0.0377 against
-0.0227; 40 s budget, ``benchmarks/bench_real.py``).
+network only finds one log to fit.
 """
 
 from __future__ import annotations
@@ -100,21 +92,14 @@ def train_residual(
 ):
     """The residual stage on the linear stage's model: ``(network, detail)``.
 
-    With ``chain`` a ``"rigid-body"`` model of the identified bodies (whose
-    inertias train along, kept physical); without, the ``"trigonometric"``
-    model of the prior-free stage, whose parameters stay where least squares
-    put them. Trained with them (nothing keeps 35 unconstrained parameters
-    from trading against the friction network), the residual stage on the
-    DFKI pendulum fitted the validation log better (0.0095 against 0.0108
-    N^2 m^2) and the test log worse (joint 2 0.0136 against the linear
-    stage's 0.0086); frozen, it kept the linear stage's transfer (test 0.0225
-    against 0.0227; ``benchmarks/bench_real.py``, 120 s). The rigid body's
-    inertias frozen did not help there (0.0247 against 0.0239: joint 1 no
-    longer improves), nor with the additive joint friction and the logs read
-    by the import (2026-12-05, 240 s, held out of the other eight:
-    trajectory_03, 04, 12 erred 0.0120, 0.0281, 0.0145 frozen against 0.0125,
-    0.0291, 0.0140 trained along; joint 1's gain on trajectory_03 went, 0.0161
-    against 0.0140, and joint 2's loss stayed; docs/benchmarks/real-robots.md).
+    With ``chain`` a ``"rigid-body"`` model of the identified bodies; without,
+    the ``"trigonometric"`` model of the prior-free stage. One model's linear
+    part (bodies or trigonometric parameters, armature, linear forces, offset)
+    stays where least squares put it (:func:`freeze_linear_part`): the
+    learned force then adds to the linear stage's torque joint by joint, so
+    that :func:`lnn.identify` can keep it on the joints where held-out
+    recordings show it helps and off elsewhere. An ensemble's members train
+    their linear parts along (their spread is the point of an ensemble).
 
     Parameters
     ----------
@@ -311,12 +296,9 @@ def refit_linear_part(network, data, fit) -> LagrangianNetwork:
     rest on all the data. The learned parts keep their input scaling and training box (they were not
     trained on the held-out states).
 
-    Why: on one 21 s log of the simulated Panda (the last 30 % held out; ``bench_real.py --single-log``) the
-    rigid body fitted to the training part (74 % of the log) erred 0.0227 N^2 m^2 on the held-out part, fitted
-    to all 0.0143; the residual stage chosen erred 0.0228 as trained and 0.0159 refitted. On one recording
-    the held-out blocks and the margins around them are a quarter of the motion. ``identify`` refits where
-    the validation was made of time blocks (:func:`lnn.identification._recipe._refits`: on the DFKI
-    pendulum, a whole log held out, the refit cost 2 %).
+    Why: on one recording the held-out blocks and the margins around them are a large part of the motion,
+    which the linear part fitted to the training part never saw. ``identify`` refits where the validation
+    was made of time blocks (:func:`lnn.identification._recipe._refits`).
 
     Parameters
     ----------

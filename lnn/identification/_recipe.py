@@ -27,20 +27,15 @@ DEFAULT_TIME = 120.0
 #: The forces of ``identify``'s default: the linear viscous and Coulomb terms and their refinements, Stribeck
 #: and a Coulomb level that changes with the joint's angle (least squares fits them; the refinements only
 #: where the leave-one-recording-out validation keeps them), and the passive friction of each joint's own
-#: state (``joint_network``) that the residual stage learns. Measured against the ``network`` of the whole
-#: state (``benchmarks/bench_real.py``, 240 s, 2026-12-03): on the simulated Panda its residual stage took
-#: the held-out torque MSE to 0.0139 (0.65x least squares; ``network``: 0.0281, worse than the rigid body's
-#: 0.0197: it explained 7 short logs with the other joints' states); on the DFKI pendulum identify reached
-#: 0.0219 (``network``: 0.0230). The refinements (2026-12-04): least squares with them erred 0.0068 on the
-#: simulated Panda's test logs (0.32x; its friction drags 25-30 % more at some angles and breaks away
-#: 1.5x above its Coulomb level), and 0.0259 on the DFKI pendulum, as without them.
+#: state (``joint_network``) that the residual stage learns. A joint's friction rubs with that joint's own
+#: rate and stroke: a network of the whole state can explain a few logs with the other joints' states, which
+#: does not carry to a new log (the measurements: docs/benchmarks/real-robots.md, "Why identify's defaults").
 DEFAULT_FRICTION = _catalog.DEFAULT_FRICTION
 #: Without a prior, the structured network trained from scratch is a candidate stage when a function of
 #: one joint's state explains at least this share of what the trigonometric stage leaves on the training
-#: logs (:meth:`ResidualFindings.state_share`): then the basis misses the physics. Measured: the DFKI
-#: pendulum, whose planar chain the basis writes exactly, 0-5 % (the network fitted its one validation log
-#: best and the test log 1.7x worse than the basis); the simulated 7-DOF Panda of benchmarks/_panda.py,
-#: whose gravity the basis of single coordinates cannot write, 22-87 % on five of its seven joints.
+#: logs (:meth:`ResidualFindings.state_share`): then the basis misses the physics. A planar chain, which the
+#: basis writes exactly, leaves a few per cent; an arm whose gravity the basis of single coordinates cannot
+#: write leaves most of it to such a function (the measurements: docs/benchmarks/real-robots.md).
 STATE_SHARE = 0.2
 #: The shortest share of the budget (s) a learned stage is trained with (its first epoch traces and compiles).
 MIN_STAGE_SECONDS = 5.0
@@ -128,9 +123,9 @@ def identify(
         new recording's bias is unknown); ``"constant"``, the constant offset
         only; None, none (unless ``friction`` names ``"offset"``); ``"auto"``
         (the default): the three, chosen by the leave-one-recording-out
-        validation of the linear fit (on the DFKI pendulum an offset fitted
-        on some logs hurt on a new one; on logs with a bias each, the
-        deviations free the other parameters).
+        validation of the linear fit (an offset fitted on some logs can hurt
+        on a new one; on logs with a bias each, the deviations free the other
+        parameters).
     time_limit : float, optional
         Wall-time budget (s) of the trained stages (default :data:`DEFAULT_TIME`):
         what the linear stages leave is shared equally by the residual
@@ -157,16 +152,11 @@ def identify(
         forces. None (the default): not where ``friction`` names a learned
         force (the residual Lagrangian alone where it names none); ``"both"``:
         both are trained, half of the remaining budget each, and the
-        validation data choose (the default before 2026-12-05). Why not
-        both: held out of the eight others in turn, each of the nine DFKI
-        logs tells what one validation log cannot. The residual Lagrangian
-        was chosen on five of them and erred 1.5x least squares on
-        trajectory_11 and, in five runs of 240 s, 0.93-19.6x on trajectory_04
-        (it helped most on two others: 0.54x, 0.58x); the learned forces
-        alone erred 0.70-1.05x on every log, median 0.89x, summed 0.91x
-        (``benchmarks/bench_real.py --leave-one-out``; docs/benchmarks/real-robots.md).
-        On a simulated robot whose rigid body the URDF describes it overfit too
-        (:mod:`lnn.identification._learned`).
+        validation data choose. Why not both by default: a residual
+        Lagrangian can fit what one validation log rewards and transfer
+        badly to the next log, where the learned forces alone stay close
+        to the linear stage (docs/benchmarks/real-robots.md, "Why identify's
+        defaults").
     dtype : {"float64", "float32"}
         Of the trained stages.
     ensemble : int, optional
@@ -369,10 +359,8 @@ class _Stages:
     The choice is the one-standard-error rule (Breiman et al. 1984; Hastie, Tibshirani & Friedman, *The
     Elements of Statistical Learning*, 7.10): of the stages whose validation error is within one standard
     error of the lowest, the first judged (the simplest: linear, then the learned forces, then the residual
-    Lagrangian). Measured on the DFKI pendulum without a prior: three runs chose the residual Lagrangian by
-    validation margins of 1-2 % over the trigonometric stage (0.0108 N^2 m^2) and erred 0.0219, 0.0226 and
-    0.0246 on the test log against its 0.0227; with the URDF prior the residual Lagrangian's margin was 39 %
-    (0.0093 against 0.0153) and its test error 0.0214 against 0.0240.
+    Lagrangian): a learned stage that beats the linear one by less than the validation data's own spread is
+    noise that a new log does not repeat.
     """
 
     def __init__(self, held_out, note) -> None:
@@ -381,6 +369,7 @@ class _Stages:
         self.models: dict = {}
         self.blocks: dict[str, np.ndarray] = {}
         self.joint_blocks: dict[str, np.ndarray] = {}  # (blocks, n): each joint's block means
+        self.excluded: set[str] = set()  # judged, but not candidates (a residual stage with every force off)
         self.smooth = _smoothed_torque(held_out)  # the held-out torque in the kinematics' band, or None
         self.floor = None if self.smooth is None else np.mean((np.asarray(held_out.tau) - self.smooth) ** 2, axis=0)
 
@@ -428,12 +417,13 @@ class _Stages:
         )
         if keep.all():
             return choice
-        kept = ", ".join(str(j + 1) for j in np.flatnonzero(keep)) or "none"
         _learned.mask_joint_forces(model, keep)
+        if not keep.any():  # the linear stage itself: reported as trained, not a candidate of its own
+            self.excluded.add(name)
+            self.amend(name, f"learned force off on every joint: the {linear} stage")
+            return choice
+        kept = ", ".join(str(j + 1) for j in np.flatnonzero(keep))
         self.judge(name, model, before.seconds, f"{before.detail}; learned force kept on joints: {kept}", replace=True)
-        if not keep.any():  # the linear stage itself: not a candidate of its own
-            self.judged = [s for s in self.judged if s.name != name]
-            del self.models[name]
         return choice
 
     def train(self, variants, budget: float, start: float, train_one, *, epochs: int | None = None) -> None:
@@ -446,8 +436,8 @@ class _Stages:
         A stage runs past its share by its last epoch, its calibration and its judging. What one runs past comes
         out of the next one's share (the clock says so); the last stage's share is also shortened by what the
         stage before it ran past, its best guess of its own. Where the last stage runs past by more than the
-        one before (DFKI, 240 s, an ensemble: the residual Lagrangian 20-25 s, the forces 8 s), the call still
-        ends past the budget by the difference."""
+        one before (an ensemble's residual Lagrangian traces more than its forces), the call still ends past the
+        budget by the difference."""
         variants = tuple(variants)
         if epochs is not None:
             for variant in variants:
@@ -482,8 +472,9 @@ class _Stages:
         """The first stage judged whose mean validation error is within one standard error of the lowest
         (among the learned ones if ``learned_only`` and any); the standard error is that of the mean of the
         per-block differences to the lowest."""
-        candidates = [s for s in self.judged if s.name in LEARNED_STAGES] if learned_only else []
-        candidates = candidates or self.judged
+        judged = [s for s in self.judged if s.name not in self.excluded]
+        candidates = [s for s in judged if s.name in LEARNED_STAGES] if learned_only else []
+        candidates = candidates or judged
         lowest = min(candidates, key=lambda s: s.mean_mse)
         for stage in candidates:
             difference = self.blocks[stage.name] - self.blocks[lowest.name]
@@ -498,9 +489,7 @@ def _choose_basis(dataset, split, terms):
     then one harmonic too), the layout, smoothing velocity and ridge weight with the lowest validation
     error of the linear fit (:func:`_linear.choose_settings`), and the chosen basis's regressor of the
     training, held-out and whole data (by ``id``). More harmonics write more chains (3-D ones) and need more
-    data: on the DFKI pendulum two harmonics erred 0.0222 N^2 m^2 on the test log against one's 0.0227;
-    on 6 logs of 2 s of a planar arm (``tests/test_trigonometric.py``) two were 2e-4 of the torques' power
-    off where one was exact."""
+    data, so the validation chooses."""
     train, held_out = split.train, split.validation
     first = Basis.of(train.angular)
     best = None
@@ -661,12 +650,9 @@ def _refits(split, learning: dict) -> bool:
     """Whether a learned stage chosen is refitted to all the data (:func:`_learned.refit_linear_part`): one
     model (an ensemble's members keep their bootstraps) validated on time blocks cut out of its recordings.
 
-    Measured, 2026-12-05: on one 21 s log of the simulated Panda (time blocks: the held-out block and the
-    margins around it a quarter of the motion) the refit took the residual stage's held-out error from
-    0.0228 to 0.0159 N^2 m^2 (the rigid body's, fitted to 74 % or to all: 0.0227, 0.0143). On the DFKI
-    pendulum (a whole log held out of nine) it took the residual Lagrangian from 0.0214 to 0.0219 on
-    trajectory_03 (joint 2 0.0067 to 0.0084): where every training recording was seen whole, the linear part
-    trained along with the learned one transfers better than one refitted under it.
+    On one recording the held-out blocks and the margins around them are a large part of the motion, which
+    the linear part would otherwise never see; where every training recording was seen whole, refitting
+    gains little (the measurements: docs/benchmarks/real-robots.md, "Why identify's defaults").
     """
     return learning["members"] is None and split.by == "time"
 
@@ -688,7 +674,7 @@ def _findings(model, data) -> ResidualFindings | None:
     """:class:`ResidualFindings` of ``model`` on ``data`` (None when the data are too short to analyse).
 
     Every recording, with time blocks held out and, given two recordings or more, whole recordings. Recordings
-    at different rates (files on their own grids: the DFKI logs at 2 ms and one at 1.55 ms) all count in the
+    at different rates (files on their own grids, e.g. logs at 2 ms and one at 1.55 ms) all count in the
     shares; the lags and spectra read those at the rate that holds the most samples
     (:func:`lnn.residuals.analyze`).
     """
@@ -733,9 +719,7 @@ def _split(dataset, fraction: float, seed: int):
     """Whole recordings held out when there are at least three (a robot's logs differ: sensor bias,
     temperature), at least one; else time blocks of the one or two recordings, a derivative window apart.
 
-    Of eight recordings the default holds out one. Two (``validation=0.25``), on each DFKI log held out of the other
-    eight (2026-12-05, 240 s): the same stages chosen, held-out error median 0.91x least squares, summed
-    0.94x, against 0.89x and 0.91x with one (docs/benchmarks/real-robots.md)."""
+    Of eight recordings the default holds out one (two did not help: docs/benchmarks/real-robots.md)."""
     K = dataset.n_trajectories
     if K >= 3:
         share = max(fraction, 1.0 / K)  # at least one whole recording

@@ -8,9 +8,9 @@ import numpy as np
 
 __all__ = ["HIGH_FREQUENCY", "IdentificationReport", "JointChoice", "ResidualFindings", "Stage"]
 
-#: Above this frequency (Hz) the findings count the residual's power separately: on the DFKI
-#: pendulum most of what least squares leaves lies there, where the measured torque has almost
-#: none (docs/benchmarks/real-robots.md), which no function of the state can learn.
+#: Above this frequency (Hz) the findings count the residual's power separately: on a slow arm much of
+#: what least squares leaves can lie there, where the motion has almost none, which no function of the
+#: state can learn (docs/benchmarks/real-robots.md).
 HIGH_FREQUENCY = 5.0
 
 
@@ -121,9 +121,7 @@ class ResidualFindings:
         recording's mean removed (:func:`lnn.residuals.analyze` with
         ``by="recordings"``): what a learned friction of the joint's own state
         can gain on the robot's next log, where the held-out blocks above may
-        credit what one log alone does (NaN for one recording). On the DFKI
-        pendulum 22 % of joint 2's residual on held-out blocks, −2 % on
-        held-out logs, and the learned friction did not carry over.
+        credit what one log alone does (NaN for one recording).
     """
 
     mse: np.ndarray
