@@ -118,7 +118,7 @@ def main(argv=None) -> int:
         model,
         data,
         loss="acceleration",
-        epochs=3 if quick else 400,
+        epochs=100 if quick else 400,
         time_limit=None if quick else args.time_limit,
         seed=0,
     )

@@ -87,7 +87,7 @@ def main(argv=None) -> int:
             model,
             data,
             loss="acceleration",
-            epochs=2 if args.quick else 10_000,
+            epochs=30 if args.quick else 10_000,
             batch_size=512,
             time_limit=None if args.quick else args.time_limit,
             seed=0,

@@ -110,7 +110,7 @@ def main(argv=None) -> int:
         model,
         split.train,
         validation=split.validation,
-        epochs=3 if args.quick else 500,
+        epochs=100 if args.quick else 500,
         time_limit=None if args.quick else args.time_limit,
         seed=0,
     )

@@ -97,7 +97,7 @@ def learn_arm(system, *, quick: bool, time_limit: float, seed: int = 0):
         validation=split.validation,
         loss=loss,
         learning_rate=learning_rate,
-        epochs=3 if quick else 1000,
+        epochs=100 if quick else 1000,
         time_limit=None if quick else time_limit,
         seed=seed,
     )
