@@ -42,7 +42,7 @@ STRUCTURED_BOUND = 0.6
 
 #: Quick mode (epochs, not seconds: the same run on any machine): files written, and the values that show the
 #: training lowered the error against the truth (measured: custom 0.067, from logs 0.19, 1 epoch: 0.95-1.04).
-EXAMPLES = {
+RUNS = {
     "custom_system": (
         ["mass_matrix.png", "spring_pendulum.png", "spring_pendulum.keras"],
         lambda out: _learned(out, 0.3),
@@ -57,9 +57,9 @@ EXAMPLES = {
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(EXAMPLES))
+@pytest.mark.parametrize("name", sorted(RUNS))
 def test_example_runs_and_learns(name, tmp_path, capsys):
-    outputs, check = EXAMPLES[name]
+    outputs, check = RUNS[name]
     assert _load(name).main(["--quick", "--output-dir", str(tmp_path)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir() if p.stat().st_size > 0) == sorted(outputs)
     check(capsys.readouterr().out)
