@@ -118,8 +118,8 @@ def main(argv=None) -> int:
         model,
         data,
         loss="acceleration",
-        epochs=3 if quick else 400,
-        time_limit=10.0 if quick else args.time_limit,
+        epochs=100 if quick else 400,
+        time_limit=None if quick else args.time_limit,
         seed=0,
     )
     print(f"trained {len(history.epoch)} epochs ({history.stopped_reason})")

@@ -110,8 +110,8 @@ def main(argv=None) -> int:
         model,
         split.train,
         validation=split.validation,
-        epochs=3 if args.quick else 500,
-        time_limit=10.0 if args.quick else args.time_limit,
+        epochs=100 if args.quick else 500,
+        time_limit=None if args.quick else args.time_limit,
         seed=0,
     )
     print(f"trained {len(history.epoch)} epochs ({history.stopped_reason})")

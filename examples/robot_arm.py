@@ -97,8 +97,8 @@ def learn_arm(system, *, quick: bool, time_limit: float, seed: int = 0):
         validation=split.validation,
         loss=loss,
         learning_rate=learning_rate,
-        epochs=3 if quick else 1000,
-        time_limit=10.0 if quick else time_limit,
+        epochs=100 if quick else 1000,
+        time_limit=None if quick else time_limit,
         seed=seed,
     )
     test = split.test

@@ -69,7 +69,7 @@ def test_time_limit_without_epochs_runs_for_the_budget(fake_clock):
         loss="acceleration",
         batch_size=64,
         validation=None,
-        time_limit=150.5,
+        time_limit=150.5,  # on the fake clock (fake_clock): seconds are epochs here
         callbacks=[fake_clock.tick],
         learning_rate=1e-3,
         progress=lambda done, total, message="": reports.append((done, total)),
@@ -105,7 +105,7 @@ def test_epochs_and_time_limit_stop_at_the_first_reached(fake_clock):
         batch_size=64,
         validation=None,
         epochs=7,
-        time_limit=1000.0,
+        time_limit=1000.0,  # on the fake clock (fake_clock): seconds are epochs here
         callbacks=[fake_clock.tick],
     )
     assert len(history.epoch) == 7 and history.stopped_reason == "epochs"
@@ -117,7 +117,7 @@ def test_epochs_and_time_limit_stop_at_the_first_reached(fake_clock):
         batch_size=64,
         validation=None,
         epochs=1000,
-        time_limit=4.5,
+        time_limit=4.5,  # on the fake clock (fake_clock): seconds are epochs here
         callbacks=[fake_clock.tick],
     )
     assert len(history.epoch) == 5 and history.stopped_reason == "time_limit"

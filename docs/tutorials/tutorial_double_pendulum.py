@@ -44,7 +44,7 @@ def main(argv=None) -> int:
         system.n_dof, kind="structured", angular=system.angular, hidden=(32, 32) if quick else (128, 128), seed=0
     )
     history = lnn.fit(
-        model, data, loss="acceleration", epochs=2 if quick else None, time_limit=5.0 if quick else 120.0, seed=0
+        model, data, loss="acceleration", epochs=100 if quick else None, time_limit=None if quick else 120.0, seed=0
     )
     print(f"trained {len(history.epoch)} epochs in {history.time[-1]:.0f} s ({history.stopped_reason})")
     # --8<-- [end:train]
