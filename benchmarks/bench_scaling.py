@@ -39,8 +39,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-
 from bench_mechanics import LEARNING_RATE, median_times, package_train_step, warm  # noqa: E402
+
 from lnn import LagrangianNetwork  # noqa: E402
 
 QUANTITIES = ("M", "qdd", "train")
