@@ -39,8 +39,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-
 from bench_mechanics import LEARNING_RATE, median_times, package_train_step, warm  # noqa: E402
+
 from lnn import LagrangianNetwork  # noqa: E402
 
 QUANTITIES = ("M", "qdd", "train")
@@ -176,6 +176,7 @@ def draw(results: dict, path: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     sizes = sorted(results)
     fig, axes = plt.subplots(1, len(QUANTITIES), figsize=(11, 3.4), sharex=True)
@@ -192,6 +193,7 @@ def draw(results: dict, path: str) -> None:
                 ax.loglog(sizes, np.asarray(ts) * 1e3, line, color=color, marker="o", ms=3, label=label)
         ax.set_title({"M": "mass matrix", "qdd": "accelerations", "train": "training step"}[quantity])
         ax.set_xlabel("degrees of freedom n")
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())  # only the sizes measured are labelled
         ax.set_xticks(sizes, [str(n) for n in sizes])
     axes[0].set_ylabel("median time per call (ms)")
     axes[0].legend(fontsize=7)
