@@ -38,18 +38,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _dfki import TEST, TRAIN
 
-LOGS = (  # trajectory_03 first: the protocol's test log, reported first by --leave-one-out
-    "trajectory_03",
-    "trajectory_00",
-    "trajectory_01",
-    "trajectory_02",
-    "trajectory_04",
-    "trajectory_05",
-    "trajectory_11",
-    "trajectory_12",
-    "trajectory_13",
-)
+LOGS = TEST + TRAIN  # trajectory_03 first: the protocol's test log, reported first by --leave-one-out
 COLUMNS = ["--time", "time", "--q", "pos_meas1,pos_meas2", "--tau", "tau_meas1,tau_meas2", "--angular", "all"]
 
 
