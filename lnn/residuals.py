@@ -22,9 +22,8 @@ explained (a share of pure noise is near zero, slightly negative). Nothing is ev
 boundary between two recordings. With ``by="recordings"`` each recording is a
 fold of its own: a share then counts only what carries over to a recording
 the term was not fitted on, which is what a model of the term would gain on
-the robot's next log. On seven of the DFKI pendulum's logs, a function of
-joint 2's ``qd`` and ``q`` explains 22 % of least squares' residual on
-held-out blocks and -2 % on held-out logs (``docs/benchmarks/real-robots.md``).
+the robot's next log (the two can differ widely on a real robot:
+``docs/benchmarks/real-robots.md``).
 
 The module is numpy and scipy only: any system with ``inverse_dynamics``
 (a :class:`lnn.LagrangianNetwork`, whose tensors are converted, an

@@ -25,9 +25,8 @@ The pieces that :class:`lnn.Ensemble`, :func:`lnn.rollout` and
   the tails: errors pooled over recordings of different difficulty, or
   over calm and violent stretches of one, are a mixture of scales, heavier
   tailed than a Gaussian of their variance, whose 50 % interval then covers
-  more than half (on the DFKI pendulum's calibration logs, each covered by
-  a fit on the others, 53-55 % on average over two joints and two seeds;
-  with the fitted ``ν`` of 6-12, 49-50 %; the 90 % ones 90 % either way).
+  more than half (``docs/how-to/uncertainty.md`` has the covers measured
+  on a real robot's logs).
   The calibration result reports the coverages on the data it was fitted
   on. Given the recording of every sample, it also reports each
   recording's coverage when ``a``, ``b`` and ``ν`` are fitted on the
@@ -421,7 +420,7 @@ def fit_calibration(output: str, truth, mean, spread, *, recording=None, tails: 
     tails : {"student", "gaussian"}, keyword-only
         ``"student"`` (the default): fit the degrees of freedom of Student-t
         tails (Gaussian when the data say so); ``"gaussian"``: Gaussian tails
-        (``dof`` inf), as before 2026-12-05.
+        (``dof`` inf).
 
     Returns
     -------

@@ -34,16 +34,14 @@ in one pipeline (:func:`lnn.ingest.pipeline.process`), file by file:
    is that each new value is stamped at the first logger tick after it was
    measured (the same logs stamped at the sensors' own instants: 0.4 %,
    with windows of 0.16-0.20 s). The rule is safe on a robot at rest with quantised sensors
-   (the DFKI pendulum: positions in steps of 3.8e-4 rad, torques of 5.9e-3
-   N m), whose readings may repeat exactly although each is new: a repeated
+   (positions and torques in steps of a sensor quantum), whose readings
+   may repeat exactly although each is new: a repeated
    reading carries nothing its neighbours do not (at rest they are equal or
    a quantum apart, so the interpolation between them stays within the
    sensors' resolution), and a run of repeats lasting more than 4 typical
    intervals between new samples is taken as a rest and kept, so a long
    rest stays flat instead of being bridged by one spline arc from the
-   motion before to the motion after. On the DFKI logs (500 Hz) 0-3 rows
-   per file repeat ``q`` and ``tau``, none when the measured velocities are
-   read too.
+   motion before to the motion after.
 4. **Gaps**: the sampling step ``h`` is the mean of the time steps within
    0.5-1.5 times their median (jitter averages out; holes are left out), the
    median of the files' steps when they agree within 1 % (so that the
@@ -81,8 +79,8 @@ in one pipeline (:func:`lnn.ingest.pipeline.process`), file by file:
    position and large in acceleration (a closed loop's friction transients:
    on a simulated 7-DOF arm at 1 kHz its windows of 1.1-2.0 s left the true
    model a held-out torque error of 0.0175 N^2m^2, the torques' 0.28 s
-   window 0.0038), and chose windows 3x apart on the DFKI logs, one file
-   from the next (least squares on them erred 2x more on the held-out log).
+   window 0.0038), and can choose windows several times apart from one log
+   of a robot to the next.
    ``window=`` an int gives the window; ``window=`` a :class:`WindowRule`
    (a dataset's ``window_rule``: how its own import chose) reads more logs of
    the robot by that rule, so that a held-out log's derivatives are not
@@ -114,9 +112,8 @@ Measured velocities (``qd=`` columns, a bag's velocities) are, by default
 ``qdd`` are the derivatives of the positions, which share the positions'
 time base. Motor drivers often report a backward difference or a filtered
 velocity, which lags the positions (half a step for a backward difference:
-on the DFKI double pendulum the lag measured 0.5 step, an error of 1 ms
-times the acceleration, larger than the filtered position derivative's
-noise). ``velocity="measured"`` uses the measured velocities instead,
+an error of half a step times the acceleration, larger than the filtered
+position derivative's noise). ``velocity="measured"`` uses the measured velocities instead,
 filtered by the same rule (derivative 0); ``qdd`` always comes from the
 positions. Torques are resampled but not filtered: their noise is the
 regression target's and averages out in a least-squares fit, whereas

@@ -12,17 +12,9 @@ a generic linear model of the motion (:func:`lnn.ingest.regression.rigid_body_fe
 explains the measured torques best is the one whose ``q, qd, qdd`` are most
 consistent with them.
 
-Measured (``benchmarks/bench_windows.py``, 2026-12-05): on the DFKI double
-pendulum's eight training logs (500 Hz) this criterion is lowest at 145
-samples, where least squares with the URDF fitted on them errs least
-leave-one-log-out (141-161) and nearly least on the held-out log (161-181);
-with the spectral rule's windows (97-303, different in every file) it erred
-2x more on the held-out log (0.0276 against 0.0140 N^2m^2). On one log of a
-simulated 7-DOF arm at 1 kHz (Stribeck friction, encoder noise; three seeds)
-it chose 279-387 samples, where the true model's held-out torque error is
-within 3 % of its lowest over fixed windows (0.0038, 0.0027, 0.0024
-N^2m^2); the spectral rule's 1.0-2.4 s windows left it 0.0175, 0.0050,
-0.0069.
+How well it chooses, on real and simulated logs against fixed windows and
+the spectral rule: ``benchmarks/bench_windows.py`` and
+``docs/benchmarks/real-robots.md``.
 """
 
 from __future__ import annotations
@@ -130,9 +122,8 @@ def choose_window_by_torque(q, tau, step, *, order: int = DEFAULT_ORDER, max_win
 
     All pieces are pooled into one regression, whatever log they come from:
     one log's few seconds let the regression's coefficients adapt to the
-    filter's distortion of its narrow band (on the DFKI logs one at a time
-    the criterion was nearly flat and its minimum ranged 29-395 samples);
-    logs of different motions do not. Pieces sampled at different steps
+    filter's distortion of its narrow band (one log at a time, the criterion
+    can be nearly flat, its minimum anywhere); logs of different motions do not. Pieces sampled at different steps
     share the window's span in seconds.
 
     The search runs over odd windows from the smallest (more than ``order + 1``) to ``max_window``,

@@ -88,10 +88,9 @@ def choose_window(
     deviation is ``sqrt(N0 / 2h)``); the signal ``S = P - N0`` where ``P``
     exceeds ``3 N0`` (0 elsewhere); the band ``f_b``, below which lies all
     but 0.01 % of the signal's variance ``int S df``, widened by the Kaiser
-    window's main lobe (five frequency bins) (on the DFKI double
-    pendulum's logs 2.4-4.8 Hz, where a tenth of a percent of the velocity
-    variance is spread up to 200 Hz, so a velocity-weighted band would not be
-    stable);
+    window's main lobe (five frequency bins) (on a real log a tenth of a
+    percent of the velocity variance can spread far above the motion's band,
+    so a velocity-weighted band would not be stable);
     ``N = N0`` within the band and ``P`` above it. The window (odd, more than
     ``order + 1`` samples, at most ``max_window``, the longest piece and the
     Welch segment) minimising ``E`` over a geometric grid of candidates

@@ -546,9 +546,8 @@ class Ensemble(keras.Model):
             )
             for output in ("qdd", "tau")
         }
-        # 1.0 at the 99th percentile of every calibration state, the out-of-bag ones too: identify's one held-out
-        # DFKI log (the easiest of eight) set it alone at a third of that, and flagged 7.7 % of the test log's
-        # states as novel where the distance and the pooled states flag none (0.0 %).
+        # 1.0 at the 99th percentile of every calibration state, the out-of-bag ones too: one held-out log
+        # alone can set it far lower (an easy log) and flag ordinary states of the next log as novel.
         relative = self._relative_spread(np.concatenate(spread["qdd"]))
         scale = float(np.nanpercentile(relative, 99.0)) if np.isfinite(relative).any() else 0.0
         self.qdd_scale.assign(fits["qdd"].scale.astype(self._np_dtype))

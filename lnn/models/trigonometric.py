@@ -29,9 +29,7 @@ first harmonics for every planar one (and the cart-pole).
 :func:`choose_basis` takes the first where the parameters stay within
 :data:`MAX_PARAMETERS` (up to three joints), else the second at the largest
 product order within it (a 7-DOF arm gets products of single coordinates:
-an approximation that the validation data judge against the network). On
-the DFKI pendulum the two harmonics' least squares erred 0.0222 N^2 m^2 on
-the test log, the first harmonics' 0.0227 (the same columns and split).
+an approximation that the validation data judge against the network).
 
 ``M`` is positive definite only where the data made it so (no
 parametrisation keeps a linear model's ``M`` definite): the inverse dynamics

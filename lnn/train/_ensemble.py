@@ -26,9 +26,8 @@ After training, :func:`lnn.fit` calibrates the ensemble on its validation
 data and, when those are fewer than :data:`MIN_UNITS` recordings, on the
 training samples some member never saw too, each against the mean of the
 members that never saw it (:meth:`lnn.Ensemble.calibrate`'s out-of-bag
-samples): one validation recording is no measure of the next (on the DFKI
-pendulum the least squares' error on one training log left out of the
-others spans 0.022-0.063 N^2 m^2 on joint 1, 0.006-0.065 on joint 2).
+samples): one validation recording is no measure of the next (a real
+robot's error varies several-fold from one log to the next).
 """
 
 from __future__ import annotations
@@ -60,7 +59,7 @@ __all__ = [
 #: fewer validation trajectories than this: the out-of-bag samples join the calibration (:func:`calibrate`).
 MIN_UNITS = 10
 #: At most this many training samples calibrate an ensemble out of bag (every k-th one): neighbouring
-#: samples of a log share a derivative window (101 samples on the DFKI logs) and those of a simulated
+#: samples of a log share a derivative window (a hundred samples or more on a real log) and those of a simulated
 #: trajectory a smooth path, so more add time, not information.
 OUT_OF_BAG_SAMPLES = 8192
 
@@ -151,7 +150,7 @@ def calibrate(model, data: TrainingData):
     The out-of-bag samples (:meth:`lnn.Ensemble.calibrate`'s ``training=``)
     are every k-th training sample, :data:`OUT_OF_BAG_SAMPLES` at most. They
     join only a validation set of few recordings, which cannot show how the
-    error varies from one recording to the next (identify's one held-out DFKI
+    error varies from one recording to the next (identify's one held-out
     log); an out-of-bag sample's error is that of the mean of the members
     that never saw it (about ``0.37 K`` of them), larger than the whole
     mean's where the members' disagreement is most of the error: on the
@@ -160,11 +159,9 @@ def calibrate(model, data: TrainingData):
     50 % one to 65 % (``benchmarks/bench_ensemble.py --section accuracy``).
 
     When they join, the validation samples are thinned by the same stride,
-    so that every recording weighs by its length: unthinned, identify's one
-    DFKI validation log (5 000 samples beside 8 192 of seven training logs)
-    weighed as much as three and a half of them, and the intervals followed
-    that one log (the easiest of eight: torque RMS error 0.126 N m on joint
-    1, the others 0.15-0.24).
+    so that every recording weighs by its length: unthinned, one long
+    validation log would weigh as much as several training logs, and the
+    intervals would follow that one log.
     Returns None without validation data.
     """
     if data.validation is None or not callable(getattr(model, "calibrate", None)):

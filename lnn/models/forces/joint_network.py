@@ -84,10 +84,9 @@ class JointMLP(keras.layers.Layer):
     The sum, and not one MLP of the three inputs, because a learned level must
     not be free where the data say nothing. A joint's states fill a box of
     ``(q_j, qd_j)`` only where the motion visits every angle at every rate;
-    held out of the eight others, the DFKI log trajectory_04 reached joint 1's
-    angles at rates the others had reached only at other angles, and one MLP of
-    both put 12 N m of friction there (a torque error of 1.07 N^2 m^2, 38x
-    least squares'; ``benchmarks/bench_real.py --leave-one-out``). A sum is
+    a new log can reach a joint's angles at rates the others reached only at
+    other angles, where one MLP of both is free to put any friction at all
+    (``docs/benchmarks/real-robots.md``). A sum is
     fixed there by what was seen: the level at that rate (at other angles) and
     the change along the angle (at other rates), the form of the residual
     analysis' ``f(qd) + g(q)`` (:mod:`lnn.residuals`).

@@ -14,10 +14,9 @@ factors read its value in its units (bounded and non-negative all the same).
 Passive by construction: ``c_j(q_j) >= 0`` and ``qd_j tanh(qd_j / v0) >= 0``,
 so ``qd_j f_j <= 0`` in every state. A
 :attr:`~lnn.models.forces.Force.refinement` of ``coulomb``: :func:`lnn.identify`
-keeps it only where the leave-one-recording-out validation does (on the
-simulated Panda of ``benchmarks/_panda.py``, whose joints drag 25-30 % more
-at some angles, least squares with it erred 0.0093 N^2 m^2 on the test logs
-against 0.0212 without; on the DFKI pendulum 0.0259 either way).
+keeps it only where the leave-one-recording-out validation does
+(``docs/benchmarks/real-robots.md`` has what it changed on a simulated arm
+and a real pendulum).
 """
 
 from __future__ import annotations

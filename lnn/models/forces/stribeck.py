@@ -14,9 +14,8 @@ Passive by construction: each column ``e_k tanh(qd_j / v0)`` has the sign of
 ``qd_j`` and each coefficient is ``>= 0``, so ``qd_j f_j <= 0`` in every
 state. A :attr:`~lnn.models.forces.Force.refinement` of ``coulomb``:
 :func:`lnn.identify` keeps it only where the leave-one-recording-out
-validation does (on the simulated Panda of ``benchmarks/_panda.py`` it took
-least squares from 0.0212 to 0.0167 N^2 m^2; on the DFKI pendulum it changed
-nothing: 0.0259 either way).
+validation does (``docs/benchmarks/real-robots.md`` has what it changed on
+a simulated arm and a real pendulum).
 """
 
 from __future__ import annotations
