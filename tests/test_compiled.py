@@ -212,17 +212,38 @@ def _emitters(what="", **env):
 
 @pytest.mark.skipif(_runtime.PUBLIC_ONLY, reason="sets LNN_PUBLIC_TF in its own subprocesses: the first pass ran it")
 def test_xla_gets_its_classic_cpu_emitters_at_import_and_the_environment_is_left_as_it_was():
+    """A fresh process: the import asks XLA for the classic emitters (where measured), XLA reads them then and
+    never again, and XLA_FLAGS is left as it was. What each setting chooses is the next test's (in this process:
+    the choice returns before XLA is touched, or sets and restores the flag around one compilation)."""
     measured = _runtime._release() in _runtime._CLASSIC_EMITTER_RELEASES
     out = _emitters("read" if measured else "")
     assert out["unchanged"] and out["emitters"] == ("classic" if measured else "default")
     if measured:
         assert out["compiled"] == 6.0  # the bogus flag set after the import was never parsed
-    kept = _emitters(XLA_FLAGS="--xla_dump_hlo_as_text=true")  # the user's own XLA_FLAGS survive
-    assert kept["unchanged"] and kept["emitters"] == ("classic" if measured else "default")
-    asked_default = ({"LNN_XLA_EMITTERS": "default"}, {"LNN_PUBLIC_TF": "1"})
-    for env in (*asked_default, {"XLA_FLAGS": "--xla_cpu_use_fusion_emitters=true"}):
-        out = _emitters(**env)
-        assert out == {"emitters": "default", "unchanged": True}, env
+
+
+def test_each_setting_chooses_its_emitters_and_leaves_xla_flags_as_it_was(monkeypatch):
+    measured = _runtime._release() in _runtime._CLASSIC_EMITTER_RELEASES
+    for name in ("LNN_XLA_EMITTERS", "XLA_FLAGS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(_runtime, "PUBLIC_ONLY", False)  # the same checks in CI's LNN_PUBLIC_TF=1 pass
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_hlo_as_text=true")  # the user's own XLA_FLAGS survive
+    assert _runtime._choose_cpu_emitters() == ("classic" if measured else "default")
+    assert os.environ["XLA_FLAGS"] == "--xla_dump_hlo_as_text=true"
+    monkeypatch.setenv("LNN_XLA_EMITTERS", "classic")  # asked for: on every release
+    assert _runtime._choose_cpu_emitters() == "classic"
+    assert os.environ["XLA_FLAGS"] == "--xla_dump_hlo_as_text=true"
+    monkeypatch.delenv("XLA_FLAGS")
+    assert _runtime._choose_cpu_emitters() == "classic" and "XLA_FLAGS" not in os.environ
+    monkeypatch.setenv("LNN_XLA_EMITTERS", "default")
+    assert _runtime._choose_cpu_emitters() == "default" and "XLA_FLAGS" not in os.environ
+    monkeypatch.delenv("LNN_XLA_EMITTERS")
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=true")  # the user chose: left alone
+    assert _runtime._choose_cpu_emitters() == "default"
+    assert os.environ["XLA_FLAGS"] == "--xla_cpu_use_fusion_emitters=true"
+    monkeypatch.delenv("XLA_FLAGS")
+    monkeypatch.setattr(_runtime, "PUBLIC_ONLY", True)  # LNN_PUBLIC_TF=1: no private options either
+    assert _runtime._choose_cpu_emitters() == "default" and "XLA_FLAGS" not in os.environ
 
 
 @pytest.mark.skipif(_runtime.PUBLIC_ONLY, reason="sets LNN_PUBLIC_TF in its own subprocesses: the first pass ran it")

@@ -21,6 +21,9 @@ from lnn.models.ensemble import EnsembleCalibration  # noqa: E402
 from lnn.train import _ensemble  # noqa: E402
 
 OPTIONS = dict(angular=True, dtype="float64", hidden=(16, 16))
+#: For tests whose subject is not XLA (the weights, the calibration): plain graphs, no XLA compilation (10-15 s
+#: an ensemble). The ``trained`` ensemble keeps the defaults (``xla=True``): it covers XLA's training step and calls.
+PLAIN = dict(OPTIONS, xla=False)
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +114,7 @@ def test_the_step_is_the_sum_of_the_members_weighted_losses(data):
     from lnn.train import _data, _model
     from lnn.train._losses import loss_weights
 
-    ensemble = lnn.Ensemble(2, 2, seed=0, **OPTIONS)
+    ensemble = lnn.Ensemble(2, 2, seed=0, **PLAIN)
     prepared = _data.prepare(data, None, seed=0, horizon=5, rollout=False)
     strategy, dtype = _model.prepare(ensemble, prepared, strategy=None, adapt=True, initialization=None, seed=0)
     prepared = _ensemble.weighted(prepared, ensemble, seed=0)
@@ -166,12 +169,14 @@ def test_the_mean_mechanics_are_the_members_means(trained):
     np.testing.assert_allclose(ensemble((q, qd)).numpy(), ensemble.acceleration(q, qd).numpy(), rtol=1e-10)
 
 
-def test_the_mean_is_differentiable_and_integrates_in_tensorflow(trained):
+def test_the_mean_is_differentiable_and_integrates_in_tensorflow():
+    """The mean's gradient is the members' mean gradient; odeint integrates the mean (any weights serve: plain
+    graphs, the XLA calls under a tape are test_compiled's)."""
     import tensorflow as tf
 
     from lnn.odeint import odeint
 
-    ensemble = trained.ensemble
+    ensemble = lnn.Ensemble(2, 3, seed=0, **PLAIN)
     q, qd = (tf.constant(x) for x in _states(4, seed=11))
     with tf.GradientTape() as tape:
         tape.watch(q)
@@ -507,7 +512,7 @@ def test_fit_calibrates_on_the_samples_out_of_each_members_bag(data, monkeypatch
     monkeypatch.setattr(_ensemble, "OUT_OF_BAG_SAMPLES", 100)
     monkeypatch.setattr(lnn.Ensemble, "calibrate", spy_calibrate)
     train, held_out = data.subset(range(n_train)), data.subset(range(n_train, 24))
-    ensemble = lnn.Ensemble(2, 3, seed=0, bootstrap=bootstrap, **OPTIONS)
+    ensemble = lnn.Ensemble(2, 3, seed=0, bootstrap=bootstrap, **PLAIN)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", lnn.IdentifiabilityWarning)
         lnn.fit(ensemble, train, loss="acceleration", epochs=1, batch_size=64, validation=held_out, seed=5)
@@ -541,7 +546,7 @@ def test_fit_leaves_the_calibration_to_the_caller_when_told(data, monkeypatch):
     on the caller's arrays (identify's torques as recorded), the held-out samples thinned like the training ones."""
     monkeypatch.setattr(_ensemble, "OUT_OF_BAG_SAMPLES", 100)
     train, held_out = data.subset(range(18)), data.subset(range(18, 24))
-    ensemble = lnn.Ensemble(2, 3, seed=0, **OPTIONS)
+    ensemble = lnn.Ensemble(2, 3, seed=0, **PLAIN)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", lnn.IdentifiabilityWarning)
         lnn.fit(ensemble, train, loss="acceleration", epochs=1, batch_size=64, validation=held_out, calibrate=False)

@@ -31,7 +31,10 @@ def _data(n=192, seed=0, trajectories=6):
 
 
 def _model(seed=1):
-    return LagrangianNetwork(1, kind="structured", hidden=(8, 8), angular=(True,), dtype="float64", seed=seed)
+    """Plain graphs (``xla=False``): the callbacks' calls are this file's subject; XLA's step is test_train's."""
+    return LagrangianNetwork(
+        1, kind="structured", hidden=(8, 8), angular=(True,), dtype="float64", seed=seed, xla=False
+    )
 
 
 def _weights(model):
