@@ -134,8 +134,17 @@ def test_residual_and_harmonics_are_refused_by_kinds_without_them():
         LagrangianNetwork(2, kind="trigonometric", harmonics=3)
 
 
-def test_identify_without_a_prior_fits_the_trigonometric_lagrangian_and_its_residual_stages():
-    """A planar arm with viscous and Coulomb friction, no URDF: the linear stage alone is exact to the noise."""
+def test_identify_without_a_prior_fits_the_trigonometric_lagrangian_and_its_residual_stages(
+    tmp_path, capsys, monkeypatch
+):
+    """A planar arm with viscous and Coulomb friction, no URDF: the linear stage alone is exact to the noise.
+
+    Run through ``lnn identify`` (one identification for what this test and the CLI's test checked): the verb
+    writes the chosen model, a trigonometric Lagrangian with the fitted friction, and never overwrites it.
+    """
+    from lnn import identification
+    from lnn.cli import main
+
     true = simulations.PlanarArm(
         masses=(1.0, 0.8),
         lengths=(0.6, 0.5),
@@ -143,7 +152,22 @@ def test_identify_without_a_prior_fits_the_trigonometric_lagrangian_and_its_resi
     )
     data = lnn.generate(true, n_trajectories=6, duration=2.0, dt=0.01, seed=0, tau="gravity-sinusoids")
     test = lnn.generate(true, n_trajectories=2, duration=2.0, dt=0.01, seed=1, tau="gravity-sinusoids")
-    model = lnn.identify(data, epochs=20, seed=0)
+    runs = []  # the models the verb's lnn.identify returns
+    identify = identification.identify
+
+    def spy(*args, **kwargs):
+        runs.append(identify(*args, **kwargs))
+        return runs[-1]
+
+    monkeypatch.setattr(identification, "identify", spy)
+    path = tmp_path / "data.npz"
+    data.save(path)
+    out = tmp_path / "model.keras"
+    # a fixed amount of work (epochs, not a wall-time budget): the stages trained do not depend on the load
+    assert main(["identify", str(path), "-o", str(out), "--epochs", "20"]) == 0  # = lnn.identify(data, epochs=20)
+    printed = capsys.readouterr().out
+    assert "trigonometric" in printed and "residual" in printed and out.exists()
+    (model,) = runs
     names = [s.name for s in model.report.stages]
     assert names[0] == "trigonometric" and "residual" in names
     assert "1 harmonics" in model.report.stages[0].detail  # two were worse on these few short logs
@@ -156,6 +180,16 @@ def test_identify_without_a_prior_fits_the_trigonometric_lagrangian_and_its_resi
     np.testing.assert_allclose(friction["coulomb"], [0.1, 0.08], atol=1e-4)
     chosen = np.asarray(model.inverse_dynamics(test.q, test.qd, test.qdd))
     assert np.mean((chosen - test.tau) ** 2) < 1e-4 * np.mean(test.tau**2)
+    # the model written
+    loaded = lnn.load_model(out)
+    assert loaded.kind == "trigonometric"  # no URDF: the trigonometric Lagrangian in the rigid body's place
+    assert loaded.friction_terms.startswith("viscous+coulomb")  # the default linear forces, fitted
+    assert main(["identify", str(path), "-o", str(out), "--epochs", "1"]) != 0
+    assert "refusing to overwrite" in capsys.readouterr().err
+    # --time-limit only to check that it is refused beside --epochs (before any training: no clock decides)
+    assert main(["identify", str(path), "-o", str(out), "--epochs", "1", "--time-limit", "5", "--force"]) != 0
+    assert "time_limit or as epochs, not both" in capsys.readouterr().err
+    assert len(runs) == 1  # both refused before identifying
 
 
 def test_identify_without_a_prior_trains_the_network_only_where_the_basis_misses_the_physics():
@@ -166,12 +200,13 @@ def test_identify_without_a_prior_trains_the_network_only_where_the_basis_misses
     pendulum = simulations.Pendulum(m=1.0, l=1.0, g=9.81)
     data = lnn.generate(pendulum, n_trajectories=6, duration=2.0, dt=0.01, seed=0, tau="gravity-sinusoids")
     linear = dataclasses.replace(data, angular=(False,))
-    model = lnn.identify(linear, epochs=20, seed=0, residual=False)
+    # what is proved is which stages are trained (the linear stage's findings decide), not how well: one epoch
+    model = lnn.identify(linear, epochs=1, seed=0, residual=False)
     assert model.report.findings.state_share() >= lnn.identification.STATE_SHARE
     assert [s.name for s in model.report.stages] == ["trigonometric", "network"]
     # declared an angle, the basis writes it exactly: what it leaves is the sensor's noise, no network
     noise = np.random.default_rng(3).normal(0.0, 0.01, data.tau.shape)
-    exact = lnn.identify(dataclasses.replace(data, tau=data.tau + noise), epochs=20, seed=0, residual=False)
+    exact = lnn.identify(dataclasses.replace(data, tau=data.tau + noise), epochs=1, seed=0, residual=False)
     assert [s.name for s in exact.report.stages] == ["trigonometric"]
     assert exact.report.findings.state_share() < lnn.identification.STATE_SHARE
 
