@@ -337,40 +337,53 @@ def new_size_costs(model, n, sizes, rng):
 # -- JAX peer ------------------------------------------------------------------------------
 
 
-def jax_methods(model):
-    """The same network in JAX, differentiated like the LNN paper's code."""
+def jax_peer(model, kind: str):
+    """``(M, qdd, train)`` of the same network in JAX, differentiated the textbook way."""
     import jax
     import jax.numpy as jnp
 
+    n = model.n_dof
     layers = model.mlp_layers()
     fmap = model.feature_map()
-    eps = model.epsilon if model.convex else 0.0
+    rows, cols = np.tril_indices(n, -1)
+
+    def weights(name):
+        return [(jnp.asarray(layer.kernel), jnp.asarray(layer.bias)) for layer in layers[name]]
+
     params = {
         "A": jnp.asarray(fmap.A),
         "S": jnp.asarray(fmap.B_sin),
         "C": jnp.asarray(fmap.B_cos),
         "c": jnp.asarray(fmap.c),
         "s": jnp.asarray(fmap.qd_scale),
-        "T": [(jnp.asarray(layer.kernel), jnp.asarray(layer.bias)) for layer in layers["kinetic"]],
-        "V": [(jnp.asarray(layer.kernel), jnp.asarray(layer.bias)) for layer in layers["potential"]],
     }
+    nets = ("kinetic", "potential") if kind == "kinetic-potential" else ("cholesky", "potential")
+    params.update({name: weights(name) for name in nets})
+    eps = float(model.epsilon) if (kind != "kinetic-potential" or model.convex) else 0.0
 
-    def mlp(weights, x):
-        for k, b in weights[:-1]:
+    def mlp(layers_, x):
+        for k, b in layers_[:-1]:
             x = jax.nn.softplus(x @ k + b)
-        k, b = weights[-1]
-        return (x @ k + b)[0]
+        k, b = layers_[-1]
+        return x @ k + b
+
+    def kinetic(p, x, qd):
+        if kind == "kinetic-potential":
+            return mlp(p["kinetic"], jnp.concatenate([x, qd / p["s"]]))[0] + 0.5 * eps * qd @ qd
+        raw = mlp(p["cholesky"], x)
+        chol = jnp.diag(jax.nn.softplus(raw[:n])).at[rows, cols].set(raw[n:])
+        w = chol.T @ qd
+        return 0.5 * (w @ w + eps * qd @ qd)
 
     def lagrangian(p, q, qd):  # one sample
         x = q @ p["A"] + jnp.sin(q) @ p["S"] + jnp.cos(q) @ p["C"] + p["c"]
-        t = mlp(p["T"], jnp.concatenate([x, qd / p["s"]])) + 0.5 * eps * qd @ qd
-        return t - mlp(p["V"], x)
+        return kinetic(p, x, qd) - mlp(p["potential"], x)[0]
 
     def acc(p, q, qd):
-        m = jax.hessian(lagrangian, 2)(p, q, qd)
+        mass = jax.hessian(lagrangian, 2)(p, q, qd)
         mixed = jax.jacobian(jax.jacobian(lagrangian, 2), 1)(p, q, qd)
         rhs = jax.grad(lagrangian, 1)(p, q, qd) - mixed @ qd
-        return jnp.linalg.solve(m, rhs)
+        return jnp.linalg.solve(mass, rhs)
 
     mass = jax.jit(jax.vmap(lambda p, q, qd: jax.hessian(lagrangian, 2)(p, q, qd), (None, 0, 0)))
     accel = jax.jit(jax.vmap(acc, (None, 0, 0)))
@@ -380,27 +393,25 @@ def jax_methods(model):
 
     def update(p, q, qd, target):
         value, grads = jax.value_and_grad(loss)(p, q, qd, target)
-        new = {
-            **p,
-            "T": [(k - LEARNING_RATE * gk, b - LEARNING_RATE * gb) for (k, b), (gk, gb) in zip(p["T"], grads["T"])],
-            "V": [(k - LEARNING_RATE * gk, b - LEARNING_RATE * gb) for (k, b), (gk, gb) in zip(p["V"], grads["V"])],
-        }
+        new = dict(p)
+        for name in nets:
+            new[name] = [
+                (k - LEARNING_RATE * gk, b - LEARNING_RATE * gb) for (k, b), (gk, gb) in zip(p[name], grads[name])
+            ]
         return value, new
 
     step = jax.jit(update)
     state = {"p": params}
 
-    def train(p, q, qd, target):  # the updated weights feed the next step
+    def train(q, qd, target):  # the updated weights feed the next step
         value, state["p"] = step(state["p"], q, qd, target)
         return jax.block_until_ready(value)
 
-    def block(x):
-        return jax.block_until_ready(x)
-
-    return params, (lambda p, q, qd: block(mass(p, q, qd)), lambda p, q, qd: block(accel(p, q, qd)), train)
-
-
-# -- main --------------------------------------------------------------------------------------
+    return (
+        lambda q, qd: jax.block_until_ready(mass(params, q, qd)),
+        lambda q, qd: jax.block_until_ready(accel(params, q, qd)),
+        train,
+    )
 
 
 def main(argv=None) -> int:
@@ -441,7 +452,7 @@ def main(argv=None) -> int:
                 n, kind="kinetic-potential", hidden=(width, width), angular=(True,) * n, convex=True, seed=1
             )
             methods = tf_methods(model, n)
-            peer = jax_methods(model) if jax_ok else None
+            peer = jax_peer(model, "kinetic-potential") if jax_ok else None
             for batch in (1, 1024):
                 q_np = rng.uniform(-np.pi, np.pi, (batch, n)).astype(np.float32)
                 qd_np = rng.normal(0, 1, (batch, n)).astype(np.float32)
@@ -476,11 +487,11 @@ def main(argv=None) -> int:
                         calls["nocheck"] = nocheck[qi]
                     naive = calls.pop("a")
                     if peer is not None:
-                        p, (jm, ja, jt) = peer
+                        jm, ja, jt = peer
                         calls["f"] = {
-                            "M": lambda: jm(p, q_np, qd_np),
-                            "qdd": lambda: ja(p, q_np, qd_np),
-                            "train": lambda: jt(p, q_np, qd_np, target_np),
+                            "M": lambda: jm(q_np, qd_np),
+                            "qdd": lambda: ja(q_np, qd_np),
+                            "train": lambda: jt(q_np, qd_np, target_np),
                         }[quantity]
                     if quantity != "train":
                         calls["floor"] = lambda: trivial(q_np, qd_np)

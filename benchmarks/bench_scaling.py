@@ -39,88 +39,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from bench_mechanics import LEARNING_RATE, median_times, package_train_step, warm  # noqa: E402
+from bench_mechanics import jax_peer, median_times, package_train_step, warm  # noqa: E402
 
 from lnn import LagrangianNetwork  # noqa: E402
 
 QUANTITIES = ("M", "qdd", "train")
-
-
-def jax_peer(model, kind: str):
-    """``(M, qdd, train)`` of the same network in JAX, differentiated the textbook way."""
-    import jax
-    import jax.numpy as jnp
-
-    n = model.n_dof
-    layers = model.mlp_layers()
-    fmap = model.feature_map()
-    rows, cols = np.tril_indices(n, -1)
-
-    def weights(name):
-        return [(jnp.asarray(layer.kernel), jnp.asarray(layer.bias)) for layer in layers[name]]
-
-    params = {
-        "A": jnp.asarray(fmap.A),
-        "S": jnp.asarray(fmap.B_sin),
-        "C": jnp.asarray(fmap.B_cos),
-        "c": jnp.asarray(fmap.c),
-        "s": jnp.asarray(fmap.qd_scale),
-    }
-    nets = ("kinetic", "potential") if kind == "kinetic-potential" else ("cholesky", "potential")
-    params.update({name: weights(name) for name in nets})
-    eps = float(model.epsilon) if (kind != "kinetic-potential" or model.convex) else 0.0
-
-    def mlp(layers_, x):
-        for k, b in layers_[:-1]:
-            x = jax.nn.softplus(x @ k + b)
-        k, b = layers_[-1]
-        return x @ k + b
-
-    def kinetic(p, x, qd):
-        if kind == "kinetic-potential":
-            return mlp(p["kinetic"], jnp.concatenate([x, qd / p["s"]]))[0] + 0.5 * eps * qd @ qd
-        raw = mlp(p["cholesky"], x)
-        chol = jnp.diag(jax.nn.softplus(raw[:n])).at[rows, cols].set(raw[n:])
-        w = chol.T @ qd
-        return 0.5 * (w @ w + eps * qd @ qd)
-
-    def lagrangian(p, q, qd):  # one sample
-        x = q @ p["A"] + jnp.sin(q) @ p["S"] + jnp.cos(q) @ p["C"] + p["c"]
-        return kinetic(p, x, qd) - mlp(p["potential"], x)[0]
-
-    def acc(p, q, qd):
-        mass = jax.hessian(lagrangian, 2)(p, q, qd)
-        mixed = jax.jacobian(jax.jacobian(lagrangian, 2), 1)(p, q, qd)
-        rhs = jax.grad(lagrangian, 1)(p, q, qd) - mixed @ qd
-        return jnp.linalg.solve(mass, rhs)
-
-    mass = jax.jit(jax.vmap(lambda p, q, qd: jax.hessian(lagrangian, 2)(p, q, qd), (None, 0, 0)))
-    accel = jax.jit(jax.vmap(acc, (None, 0, 0)))
-
-    def loss(p, q, qd, target):
-        return jnp.mean((jax.vmap(acc, (None, 0, 0))(p, q, qd) - target) ** 2)
-
-    def update(p, q, qd, target):
-        value, grads = jax.value_and_grad(loss)(p, q, qd, target)
-        new = dict(p)
-        for name in nets:
-            new[name] = [
-                (k - LEARNING_RATE * gk, b - LEARNING_RATE * gb) for (k, b), (gk, gb) in zip(p[name], grads[name])
-            ]
-        return value, new
-
-    step = jax.jit(update)
-    state = {"p": params}
-
-    def train(q, qd, target):  # the updated weights feed the next step
-        value, state["p"] = step(state["p"], q, qd, target)
-        return jax.block_until_ready(value)
-
-    return (
-        lambda q, qd: jax.block_until_ready(mass(params, q, qd)),
-        lambda q, qd: jax.block_until_ready(accel(params, q, qd)),
-        train,
-    )
 
 
 def build(kind: str, n: int, width: int) -> LagrangianNetwork:
