@@ -9,7 +9,6 @@ import pytest
 
 import lnn
 import simulations
-from lnn.cli import main
 
 TRUE = simulations.PlanarArm(
     masses=(1.0, 0.8), lengths=(0.6, 0.5), friction=simulations.Friction(viscous=(0.05, 0.03), coulomb=(0.1, 0.08))
@@ -27,8 +26,14 @@ def held_out():
     return lnn.generate(TRUE, n_trajectories=3, duration=3.0, dt=0.01, seed=1, tau="gravity-sinusoids")
 
 
-def test_identify_does_not_trust_a_wrong_prior(data, held_out):
-    model = lnn.identify(data, prior=WRONG_PAYLOAD, residual=False, seed=0)
+@pytest.fixture(scope="module")
+def linear_stages(data):
+    """identify's linear stages alone on ``data`` with the wrong prior: one run, read by two tests."""
+    return lnn.identify(data, prior=WRONG_PAYLOAD, residual=False, seed=0)
+
+
+def test_identify_does_not_trust_a_wrong_prior(data, held_out, linear_stages):
+    model = linear_stages
     report = model.report
     assert [s.name for s in report.stages] == ["nominal", "rigid body"]
     assert report.chosen == "rigid body"
@@ -82,25 +87,6 @@ def test_identify_refuses_data_without_torques(data):
             ),
             prior=WRONG_PAYLOAD,
         )
-
-
-@pytest.mark.slow
-def test_cli_identify_without_a_prior_writes_a_model_and_never_overwrites(data, tmp_path, capsys):
-    path = tmp_path / "data.npz"
-    data.save(path)
-    out = tmp_path / "model.keras"
-    # a fixed amount of work (epochs, not a wall-time budget): the stages trained do not depend on the load
-    assert main(["identify", str(path), "-o", str(out), "--epochs", "3"]) == 0
-    printed = capsys.readouterr().out
-    assert "trigonometric" in printed and "residual" in printed and out.exists()
-    loaded = lnn.load_model(out)
-    assert loaded.kind == "trigonometric"  # no URDF: the trigonometric Lagrangian in the rigid body's place
-    assert loaded.friction_terms.startswith("viscous+coulomb")  # the default linear forces, fitted
-    assert main(["identify", str(path), "-o", str(out), "--epochs", "1"]) != 0
-    assert "refusing to overwrite" in capsys.readouterr().err
-    # --time-limit only to check that it is refused beside --epochs (before any training: no clock decides)
-    assert main(["identify", str(path), "-o", str(out), "--epochs", "1", "--time-limit", "5", "--force"]) != 0
-    assert "time_limit or as epochs, not both" in capsys.readouterr().err
 
 
 # -- a URDF prior, the residual stage, a force registered here -------------------------------------------
@@ -211,25 +197,45 @@ def _spy_on_calibrate(monkeypatch) -> list:
     return calls
 
 
-def test_an_identified_ensemble_is_calibrated_with_each_logs_bias_kept(monkeypatch):
-    """fit trains on the torques less each log's bias (not physics); a new log's bias is unknown, so the training
+def test_identify_returns_an_ensemble_calibrated_with_each_logs_bias_kept(monkeypatch, linear_stages):
+    """identify(..., ensemble=2) goes through the same stages and returns a calibrated ensemble of the learned
+    stage. fit trains on the torques less each log's bias (not physics); a new log's bias is unknown, so the training
     samples out of bag that calibrate keep theirs, as the held-out log does: the torque intervals are as wide as
-    the biases spread (0.03-0.04 N m), not as the noise (1e-3 N m)."""
+    the biases spread (0.03-0.04 N m), not as the noise (1e-3 N m). (One run for what two tests checked.)"""
     calls = _spy_on_calibrate(monkeypatch)
     data = _logs(TRUE)
-    options = dict(friction="viscous+coulomb+joint_network", residual_lagrangian=False, offsets="recording")
+    # residual_lagrangian not told: with a learned force, the learned forces alone
+    options = dict(friction="viscous+coulomb+joint_network", offsets="recording")
     model = lnn.identify(data, prior=WRONG_PAYLOAD, epochs=EPOCHS_ENSEMBLE, seed=0, ensemble=2, **options)
+    # The learned forces alone (test_the_residual_lagrangian_is_trained_when_asked_or_when_no_force_is_learned).
+    learned = [s.name for s in model.report.stages if s.name.startswith("residual")]
+    assert learned[:1] == ["residual"] and set(learned) <= {"residual", "residual Lagrangian"}
     assert len(model.report.recording_offsets) >= 3  # the linear stage found the biases
+    # The last calibration is identify's: the held-out recording and the training samples out of each member's bag.
+    training, weights = calls[-1]["training"], calls[-1]["weights"]
+    assert weights.shape == (len(training.q), 2) and 0 < len(training.q) <= len(data)
+    assert (weights == 0).any(axis=1).mean() > 0.3
     recorded = {row.tobytes(): tau for row, tau in zip(np.asarray(data.q), np.asarray(data.tau))}
-    training = calls[-1]["training"]  # identify's calibration, the last
     as_recorded = np.stack([recorded[row.tobytes()] for row in np.asarray(training.q)])
     np.testing.assert_array_equal(np.asarray(training.tau), as_recorded)
+    assert isinstance(model.network, lnn.Ensemble) and model.network.n_members == 2 and model.network.calibrated
+    # Each recording that calibrated (the held-out one, the training ones out of bag) is covered by the others' fit.
+    fitted = model.network.calibration.tau
+    kinds = {label.split()[0] for label in fitted.recordings}
+    assert kinds == {"held-out", "training"} and len(fitted.recordings) >= 3
+    assert fitted.recording_coverage[0.9].shape == (len(fitted.recordings), data.n_dof)
+    assert np.all(fitted.recording_coverage[0.9] >= fitted.recording_coverage[0.5])
+    assert model.report.chosen in learned  # an ensemble asked for: a learned stage, the linear ones have no spread
     # New logs with their own biases: their intervals are as wide as the biases spread, not as the noise. The
     # likelihood may carry that width in the floor (0.035, 0.032) or in the scale of the members' spread (a CI run
     # on two loaded cores: floors 0.034 and 2e-9, scale 15 on joint 2), so the width is what is checked: with the
     # biases removed from the calibration it was 0.011, 0.007 and the 90 % intervals covered 0.32, 0.17.
     new_logs = _logs(TRUE, seed=1)
     prediction = model.predict(new_logs.q, new_logs.qd, qdd=new_logs.qdd)
+    assert prediction.tau.shape == new_logs.tau.shape and np.all(prediction.tau_std > 0)
+    np.testing.assert_allclose(
+        prediction.tau, model.inverse_dynamics(new_logs.q, new_logs.qd, new_logs.qdd), rtol=1e-9, atol=1e-9
+    )
     assert np.all(np.median(prediction.tau_std, axis=0) > 0.02), np.median(prediction.tau_std, axis=0)
     # The errors of a new log are its bias (0.03-0.06 N m) far more than the noise (1e-3 N m): the cover counts
     # the six logs, not the 4800 samples, so it is a binomial share of 6 at 0.9 (std 0.12). Fixed epochs and
@@ -237,6 +243,9 @@ def test_an_identified_ensemble_is_calibrated_with_each_logs_bias_kept(monkeypat
     covered = lnn.uncertainty.coverage(new_logs.tau, prediction.tau, prediction.tau_std, 0.9, prediction.tau_dof)
     logs = len(BIASES)
     assert np.all(covered > 0.9 - 2.0 * np.sqrt(0.9 * 0.1 / logs)), covered
+    # one model (no ensemble) has no spread to predict
+    with pytest.raises(TypeError, match="ensemble's spread"):
+        linear_stages.predict(new_logs.q, new_logs.qd, qdd=new_logs.qdd)
 
 
 @pytest.mark.robots
@@ -530,34 +539,6 @@ def test_the_residual_lagrangian_is_trained_when_asked_or_when_no_force_is_learn
         assert _residual_variants(dict(ask, residual=False), learned) == ()
 
 
-def test_identify_returns_a_calibrated_ensemble_through_the_same_stages(data, held_out, monkeypatch):
-    calls = _spy_on_calibrate(monkeypatch)
-    model = lnn.identify(data, prior=WRONG_PAYLOAD, epochs=5, seed=0, ensemble=2)
-    # The learned forces alone (test_the_residual_lagrangian_is_trained_when_asked_or_when_no_force_is_learned).
-    learned = [s.name for s in model.report.stages if s.name.startswith("residual")]
-    assert learned[:1] == ["residual"] and set(learned) <= {"residual", "residual Lagrangian"}
-    # The last calibration is identify's: the held-out recording and the training samples out of each member's bag.
-    training, weights = calls[-1]["training"], calls[-1]["weights"]
-    assert weights.shape == (len(training.q), 2) and 0 < len(training.q) <= len(data)
-    assert (weights == 0).any(axis=1).mean() > 0.3
-    assert isinstance(model.network, lnn.Ensemble) and model.network.n_members == 2 and model.network.calibrated
-    # Each recording that calibrated (the held-out one, the training ones out of bag) is covered by the others' fit.
-    fitted = model.network.calibration.tau
-    kinds = {label.split()[0] for label in fitted.recordings}
-    assert kinds == {"held-out", "training"} and len(fitted.recordings) >= 3
-    assert fitted.recording_coverage[0.9].shape == (len(fitted.recordings), data.n_dof)
-    assert np.all(fitted.recording_coverage[0.9] >= fitted.recording_coverage[0.5])
-    assert model.report.chosen in learned  # an ensemble asked for: a learned stage, the linear ones have no spread
-    prediction = model.predict(held_out.q, held_out.qd, qdd=held_out.qdd)
-    assert prediction.tau.shape == held_out.tau.shape and np.all(prediction.tau_std > 0)
-    np.testing.assert_allclose(
-        prediction.tau, model.inverse_dynamics(held_out.q, held_out.qd, held_out.qdd), rtol=1e-9, atol=1e-9
-    )
-    single = lnn.identify(data, prior=WRONG_PAYLOAD, residual=False, seed=0)
-    with pytest.raises(TypeError, match="ensemble's spread"):
-        single.predict(held_out.q, held_out.qd, qdd=held_out.qdd)
-
-
 def test_the_residual_findings_read_recordings_at_every_rate():
     # Files imported on their own grids: two at 2 ms (0.03 % apart, as the DFKI logs) and a short one at
     # 1.5 ms. The shares read all three (the spectra the 2 ms ones); none analysed had made the structured
@@ -700,7 +681,13 @@ def test_the_residual_stage_holds_the_linear_part_and_a_masked_joint_gets_the_li
 
     chain = RigidBodyChain.from_system(WRONG_PAYLOAD)
     model = lnn.LagrangianNetwork(
-        2, kind="rigid-body", prior=chain, friction="viscous+coulomb+joint_network", dtype="float64", seed=0
+        2,
+        kind="rigid-body",
+        prior=chain,
+        friction="viscous+coulomb+joint_network",
+        dtype="float64",
+        seed=0,
+        xla=False,  # what is frozen is the subject, not XLA (identify's stages train with XLA's step)
     )
     linear = {v.path: np.asarray(v).copy() for v in model.variables if "joint_friction" not in v.path}
     freeze_linear_part(model)
