@@ -287,8 +287,7 @@ def test_the_savedmodel_gives_lnns_dynamics_in_a_process_without_lnn(tmp_path):
     """Rigid body (float64), rigid body + residual Lagrangian + learned friction (float32), ensemble mean;
     ``saved_model_cli show --all`` lists the signatures.
 
-    Slow: a fresh Python that imports TensorFlow, and three models traced and saved (144 s on the shared
-    2-core machine under load, 2026-12-07).
+    Slow: a fresh Python that imports TensorFlow, and three models traced and saved.
     """
     arm = simulations.PlanarArm(masses=(1.0, 0.8), lengths=(0.6, 0.5))
     models = {
