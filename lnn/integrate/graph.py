@@ -511,6 +511,8 @@ def _build(system, *, method, substeps, iterations, controller, jit_compile, n, 
         _runtime.xla_body(run) if jit_compile else run,
         input_signature=[spec_state, spec_state, tf.TensorSpec([None], dtype), tf.TensorSpec([None, None, n], dtype)],
         jit_compile=jit_compile,
+        autograph=False,  # no Python control flow on tensors (as every tf.function of the package): autograph's
+        # conversion of the step and the mechanics was over a third of a learned model's first trace
         reduce_retracing=True,
     )
 
