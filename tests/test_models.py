@@ -120,8 +120,15 @@ def test_public_calls_under_a_tape_give_weight_gradients(xla):
 def test_numpy_inputs_under_a_tape_give_weight_gradients_with_xla_padding():
     # Numpy inputs take the packed hot path; batch 5 runs padded to 6 rows under XLA,
     # and the cut outputs must stay on the tape that watches the weights.
+    from lnn.models import compiled as compiled_ops
+
     model = _model("kinetic-potential", hidden=(6, 5), convex=True, xla=True)
     q, qd, tau = _states(batch=5, seed=5)
+    for _ in range(compiled_ops.XLA_AFTER_CALLS):  # the size recurs: its XLA forms are compiled
+        model.acceleration(q, qd, tau), model.inverse_dynamics(q, qd, tau)
+    compiled_ops.wait()
+    ready = {op[0]: bool(fn.ready) for op, fn in model.compiled_ops().items()}
+    assert ready.get("acceleration") and ready.get("inverse_dynamics"), ready  # XLA is reached, not graph mode
     for call, graph in (
         (lambda: model.acceleration(q, qd, tau), lambda: _eager(model._acceleration_graph, q, qd, tau)),
         (lambda: model.inverse_dynamics(q, qd, tau), lambda: _eager(model._inverse_dynamics_graph, q, qd, tau)),
