@@ -83,3 +83,32 @@ def load_script(path):
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def record_returns(monkeypatch, owner, name: str) -> list:
+    """Spy on ``owner.name``: the function still runs, and each value it returns is appended to the list returned.
+
+    Parameters
+    ----------
+    monkeypatch : pytest.MonkeyPatch
+        Undoes the replacement at the end of the test.
+    owner : module or class
+        Where the function is looked up by its callers (e.g. ``lnn.identification``, whose ``identify`` the
+        ``lnn identify`` verb calls).
+    name : str
+        The function's name there.
+
+    Returns
+    -------
+    list
+        The values returned so far, in call order.
+    """
+    original = getattr(owner, name)
+    returned: list = []
+
+    def spy(*args, **kwargs):
+        returned.append(original(*args, **kwargs))
+        return returned[-1]
+
+    monkeypatch.setattr(owner, name, spy)
+    return returned

@@ -20,6 +20,8 @@ from lnn.cli import main
 from lnn.export import write_urdf
 from lnn.inertia import log_cholesky_to_parameters, parameters_to_log_cholesky, physical_consistency
 
+from conftest import record_returns
+
 DFKI_URDF = Path(__file__).resolve().parents[2] / "shared" / "data" / "dfki_double_pendulum" / "double_pendulum.urdf"
 needs_dfki = pytest.mark.skipif(not DFKI_URDF.is_file(), reason="the shared DFKI data are not beside the repository")
 #: Standard deviations of the log-Cholesky coordinates' perturbation: scale 10 %, axes 5 %, shear and centre 1 cm.
@@ -451,14 +453,7 @@ def test_lnn_identify_write_urdf_and_the_identified_ensemble_export(tmp_path, ca
     (One identification: the verb's, whose model is taken from its call of ``lnn.identify``.)"""
     from lnn import identification
 
-    runs = []  # the models the verb's lnn.identify returns
-    identify = identification.identify
-
-    def spy(*args, **kwargs):
-        runs.append(identify(*args, **kwargs))
-        return runs[-1]
-
-    monkeypatch.setattr(identification, "identify", spy)
+    runs = record_returns(monkeypatch, identification, "identify")  # the models the verb's lnn.identify returns
     truth = simulations.URDFRobot.from_urdf(_planted_dfki(tmp_path), missing_links="add")
     data = lnn.excitation_trajectories(truth, n_trajectories=6, duration=4.0, dt=0.005, seed=0)
     data = lnn.Dataset(t=data.t, q=data.q, qd=data.qd, qdd=data.qdd, tau=data.tau, trajectory=data.trajectory)

@@ -12,7 +12,7 @@ from lnn import mechanics
 from lnn.models import LagrangianNetwork
 from lnn.models.trigonometric import MAX_PARAMETERS, Basis, choose_basis
 
-from conftest import random_states
+from conftest import random_states, record_returns
 
 ANGULAR = (True, False, True)
 
@@ -152,14 +152,7 @@ def test_identify_without_a_prior_fits_the_trigonometric_lagrangian_and_its_resi
     )
     data = lnn.generate(true, n_trajectories=6, duration=2.0, dt=0.01, seed=0, tau="gravity-sinusoids")
     test = lnn.generate(true, n_trajectories=2, duration=2.0, dt=0.01, seed=1, tau="gravity-sinusoids")
-    runs = []  # the models the verb's lnn.identify returns
-    identify = identification.identify
-
-    def spy(*args, **kwargs):
-        runs.append(identify(*args, **kwargs))
-        return runs[-1]
-
-    monkeypatch.setattr(identification, "identify", spy)
+    runs = record_returns(monkeypatch, identification, "identify")  # the models the verb's lnn.identify returns
     path = tmp_path / "data.npz"
     data.save(path)
     out = tmp_path / "model.keras"
