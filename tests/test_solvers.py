@@ -187,7 +187,6 @@ def test_dense_output_reproduces_polynomials_of_its_degree(method):
             assert err > 1e-8, (method, degree, err)
 
 
-@pytest.mark.slow  # two XLA compilations per method (forced and unforced)
 @pytest.mark.parametrize("method", method_names("compiled"))
 def test_equals_solve_ivp_to_the_tolerance(method):
     t, tau, exact, scipy_result, smooth_exact = _scipy_references()
