@@ -8,7 +8,9 @@ and a later run loads it instead of training again), then rolls out 40
 dataset states (rows drawn with seed 0) for 10 s / 30 s / 100 s (samples
 every 0.05 s) at ``rtol = atol = 1e-6, 1e-7, 1e-8`` with ``method="DOP853"``
 and the default method (``"auto"``), ``on_failure="mask"``, for the trained
-float32 model and for a float64 copy of it (the same weights, ``--dtypes``).
+float32 model and for a float64 copy of it (the same weights, ``--dtypes``);
+``--dtypes truth`` rolls out the true double pendulum the same way, the control
+for how a method's evaluations grow per decade on the exact dynamics.
 
 Each row prints the method, the dtype, the sizes, the tolerance, the median
 and total wall time of ``--repeats`` rollouts (one batched call of 40
@@ -57,7 +59,14 @@ def parse(argv=None) -> argparse.Namespace:
     parser.add_argument("--durations", type=float, nargs="+", default=[10.0, 30.0, 100.0])
     parser.add_argument("--tols", type=float, nargs="+", default=[1e-6, 1e-7, 1e-8])
     parser.add_argument("--methods", nargs="+", default=["DOP853", "auto"])
-    parser.add_argument("--dtypes", nargs="+", default=["float32", "float64"])
+    parser.add_argument(
+        "--dtypes",
+        nargs="+",
+        default=["float32", "float64"],
+        choices=["float32", "float64", "truth"],
+        help="the trained model, its float64 copy, and/or the true double pendulum (the control: how a "
+        "method's evaluations grow per decade on the exact dynamics)",
+    )
     parser.add_argument("--dt", type=float, default=0.05, help="sample interval of the rollouts (s)")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--skip-after", type=float, default=600.0, help="skip longer rollouts of a row past this (s)")
@@ -77,7 +86,7 @@ def trained_model(args, system, data):
         if os.path.exists(args.model):
             os.remove(args.model)  # --force
         model.save(args.model)
-    return model, f"trained {len(history.epochs) if hasattr(history, 'epochs') else '?'} epochs"
+    return model, f"trained {len(history.epoch)} epochs ({history.stopped_reason}), best epoch {history.best_epoch}"
 
 
 def float64_copy(model):
@@ -97,7 +106,7 @@ def main(argv=None) -> int:
     system = simulations.DoublePendulum(g=9.8)
     data = lnn.generate(system, n_trajectories=256, duration=5.0, dt=0.02, seed=0)
     model, how = trained_model(args, system, data)
-    models = {"float32": model, "float64": float64_copy(model)}
+    models = {"float32": model, "float64": float64_copy(model), "truth": system}
     rows = np.random.default_rng(0).choice(len(data), args.states, replace=False)
     q0, qd0 = data.q[rows], data.qd[rows]
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else "?"
