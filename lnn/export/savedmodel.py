@@ -158,7 +158,9 @@ def export_savedmodel(model, path, *, force: bool = False, xla: bool = False) ->
     n = int(network.n_dof)
     dtype = tf.as_dtype(str(members[0].dtype))
     module = _Served(members, n, dtype, bool(xla))
-    signatures = {name: getattr(module, name).get_concrete_function() for name in SIGNATURES}
+    # The tf.functions themselves, not their concrete functions: each has an input signature, so it has
+    # one trace, and save reuses it (given concrete functions, save traces every signature a second time).
+    signatures = {name: getattr(module, name) for name in SIGNATURES}
     if os.path.isdir(path):
         shutil.rmtree(path)
     elif os.path.exists(path):
