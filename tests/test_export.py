@@ -364,12 +364,19 @@ def test_the_savedmodel_gives_lnns_dynamics_in_a_process_without_lnn(tmp_path):
         assert f"signature_def['{name}']" in stdout
 
 
-def test_the_savedmodel_signatures_have_a_free_batch_and_give_lnns_torques(tmp_path):
+def test_the_savedmodel_signatures_have_a_free_batch_and_give_lnns_torques(tmp_path, monkeypatch):
     import tensorflow as tf
 
+    from lnn.export import savedmodel
+
     network = lnn.LagrangianNetwork(3, hidden=(8,), seed=0)
+    served = record_returns(monkeypatch, savedmodel, "_Served")  # the module export builds and saves
     exported = network.export(tmp_path / "m")
     assert exported.signatures == ("inverse_dynamics", "acceleration", "mass_matrix") and exported.members == 1
+    # each signature traced once for the whole export (saving does not trace it again)
+    assert {name: getattr(served[0], name).experimental_get_tracing_count() for name in exported.signatures} == {
+        name: 1 for name in exported.signatures
+    }
     with pytest.raises(FileExistsError, match=r"m exists; pass force=True \(--force\)"):
         network.export(tmp_path / "m")
     network.export(tmp_path / "m", force=True)
