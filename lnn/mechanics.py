@@ -652,8 +652,20 @@ def _acceleration_body(fn, q, qd, tau, method, regularize):
 
 
 def _inverse_dynamics_body(fn, q, qd, qdd):
-    m, grad_q, mixed = _dynamics_terms(fn, q, qd, "reverse")
-    return tf.linalg.matvec(m, qdd) + mixed - grad_q
+    # tau = d/dt (dL/dqd) - dL/dq, where d/dt (dL/dqd) = (d2L/dqd dq) qd + M qdd. By the symmetry of the
+    # Hessian both products are one reverse gradient with respect to qd, of dL/dq . qd (qd held constant)
+    # plus dL/dqd . qdd: two reverse passes, no M formed (an n-row Jacobian) and no forward-mode tangents
+    # (which TensorFlow traces by transposing every operation's gradient: slower to build).
+    held = tf.stop_gradient(qd)
+    with tf.GradientTape() as outer:
+        outer.watch(qd)
+        with tf.GradientTape() as tape:
+            tape.watch([q, qd])
+            value = fn(q, qd)
+        grad_q, grad_qd = tape.gradient(value, [q, qd], unconnected_gradients=_ZERO)
+        products = tf.reduce_sum(grad_q * held) + tf.reduce_sum(grad_qd * qdd)
+    rate = outer.gradient(products, qd, unconnected_gradients=_ZERO)
+    return rate - grad_q
 
 
 def _energy_body(fn, q, qd):
