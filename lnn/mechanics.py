@@ -11,8 +11,10 @@ potential is never differentiated twice). From it::
     tau   = M qdd + (d2L/dqd dq) qd - dL/dq          (inverse dynamics)
     E     = qd . dL/dqd - L,                         dE/dt = qd . tau
 
-The mixed term ``(d2L/dqd dq) qd`` is a Jacobian-vector product
-(``tf.autodiff.ForwardAccumulator``), never the full block; ``M`` is a
+The mixed term ``(d2L/dqd dq) qd`` is a Hessian-vector product (by the
+Hessian's symmetry, the reverse gradient in ``qd`` of ``dL/dq . qd`` with the
+second ``qd`` held), never the full block, and the inverse dynamics' ``M qdd``
+is one too (``M`` is not formed there); ``M`` is a
 per-sample Hessian (``batch_jacobian`` of the gradient, or forward-over-reverse
 with one batched tangent per coordinate); ``qdd`` comes from a Cholesky solve.
 A mass matrix that is not positive definite raises :class:`MassMatrixError`
@@ -546,15 +548,18 @@ def _dynamics_terms(fn, q, qd, method):
                 value = fn(q, qd)
             grad_q, grad_qd = tape.gradient(value, [q, qd], unconnected_gradients=_ZERO)
         return m, grad_q, acc.jvp(grad_qd, unconnected_gradients=_ZERO)
-    with tf.GradientTape() as outer:
+    # the mixed term by the Hessian's symmetry: (d2L/dqd dq) qd is the gradient in qd of dL/dq . qd, qd held
+    # constant in the product (a reverse pass on the tape that also gives M; no forward-mode tangent)
+    held = tf.stop_gradient(qd)
+    with tf.GradientTape(persistent=True) as outer:
         outer.watch(qd)
-        with tf.autodiff.ForwardAccumulator(q, qd) as acc:
-            with tf.GradientTape() as tape:
-                tape.watch([q, qd])
-                value = fn(q, qd)
-            grad_q, grad_qd = tape.gradient(value, [q, qd], unconnected_gradients=_ZERO)
-        mixed = acc.jvp(grad_qd, unconnected_gradients=_ZERO)
+        with tf.GradientTape() as tape:
+            tape.watch([q, qd])
+            value = fn(q, qd)
+        grad_q, grad_qd = tape.gradient(value, [q, qd], unconnected_gradients=_ZERO)
+        product = tf.reduce_sum(grad_q * held)
     m = outer.batch_jacobian(grad_qd, qd, unconnected_gradients=_ZERO)
+    mixed = outer.gradient(product, qd, unconnected_gradients=_ZERO)
     return 0.5 * (m + tf.linalg.matrix_transpose(m)), grad_q, mixed
 
 

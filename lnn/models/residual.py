@@ -68,11 +68,5 @@ class ResidualLagrangian:
         return mechanics._dynamics_terms(mechanics.separable(self.kinetic, self.potential), q, qd, "reverse")
 
     def inverse_dynamics(self, q, qd, qdd):
-        """``d/dt (dL_r/dqd) - dL_r/dq``: the time derivative a forward-mode product along ``(qd, qdd)``, no Hessian."""
-        zero = tf.UnconnectedGradients.ZERO
-        with tf.autodiff.ForwardAccumulator(primals=[q, qd], tangents=[qd, qdd]) as accumulator:
-            with tf.GradientTape() as tape:
-                tape.watch([q, qd])
-                value = self.kinetic(q, qd) - self.potential(q)
-            gq, gqd = tape.gradient(value, [q, qd], unconnected_gradients=zero)
-        return accumulator.jvp(gqd, unconnected_gradients=zero) - gq
+        """``d/dt (dL_r/dqd) - dL_r/dq``: Hessian-vector products by the tapes of :mod:`lnn.mechanics`, no Hessian."""
+        return mechanics._inverse_dynamics_body(mechanics.separable(self.kinetic, self.potential), q, qd, qdd)
