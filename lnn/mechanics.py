@@ -682,9 +682,13 @@ def _energy_body(fn, q, qd):
 
 
 def _energy_rate_body(fn, q, qd, qdd):
-    with tf.autodiff.ForwardAccumulator([q, qd], [qd, qdd]) as acc:
+    # dE/dt = dE/dq . qd + dE/dqd . qdd: E is one number per sample, so its whole gradient is one reverse
+    # pass (the samples are independent: the gradient of the batch's sum is each sample's gradient)
+    with tf.GradientTape() as outer:
+        outer.watch([q, qd])
         e = _energy_body(fn, q, qd)
-    return acc.jvp(e, unconnected_gradients=_ZERO)
+    grad_q, grad_qd = outer.gradient(e, [q, qd], unconnected_gradients=_ZERO)
+    return tf.reduce_sum(grad_q * qd + grad_qd * qdd, axis=-1)
 
 
 # -- public functions ----------------------------------------------------------------
