@@ -768,7 +768,7 @@ def acceleration(
     tau : array_like, shape ``(B, n)`` or ``(n,)``, optional
         Generalized forces (zero by default).
     method : {"reverse", "forward-over-reverse"}
-        How ``M`` is differentiated (the mixed term is always a JVP).
+        How ``M`` is differentiated (the mixed term is always a Hessian-vector product).
     regularize : float, optional
         Solve with ``M + regularize I``: an explicit, caller-chosen shift for
         nearly singular learned mass matrices. Default: none, and a mass
