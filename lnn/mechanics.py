@@ -538,25 +538,27 @@ def _mass_matrix_body(fn, q, qd, method):
     return 0.5 * (hess + tf.linalg.matrix_transpose(hess))
 
 
+def _gradients(fn, q, qd):
+    """``(dL/dq, dL/dqd)``, each ``(B, n)``, by one tape (recorded by any tape or accumulator around the call)."""
+    with tf.GradientTape() as tape:
+        tape.watch([q, qd])
+        value = fn(q, qd)
+    return tape.gradient(value, [q, qd], unconnected_gradients=_ZERO)
+
+
 def _dynamics_terms(fn, q, qd, method):
     """``M``, ``dL/dq`` and the mixed product ``(d2L/dqd dq) qd``."""
     if method == "forward-over-reverse":
         m = _mass_matrix_body(_kinetic_part(fn), q, qd, method)
         with tf.autodiff.ForwardAccumulator(q, qd) as acc:
-            with tf.GradientTape() as tape:
-                tape.watch([q, qd])
-                value = fn(q, qd)
-            grad_q, grad_qd = tape.gradient(value, [q, qd], unconnected_gradients=_ZERO)
+            grad_q, grad_qd = _gradients(fn, q, qd)
         return m, grad_q, acc.jvp(grad_qd, unconnected_gradients=_ZERO)
     # the mixed term by the Hessian's symmetry: (d2L/dqd dq) qd is the gradient in qd of dL/dq . qd, qd held
     # constant in the product (a reverse pass on the tape that also gives M; no forward-mode tangent)
     held = tf.stop_gradient(qd)
     with tf.GradientTape(persistent=True) as outer:
         outer.watch(qd)
-        with tf.GradientTape() as tape:
-            tape.watch([q, qd])
-            value = fn(q, qd)
-        grad_q, grad_qd = tape.gradient(value, [q, qd], unconnected_gradients=_ZERO)
+        grad_q, grad_qd = _gradients(fn, q, qd)
         product = tf.reduce_sum(grad_q * held)
     m = outer.batch_jacobian(grad_qd, qd, unconnected_gradients=_ZERO)
     mixed = outer.gradient(product, qd, unconnected_gradients=_ZERO)
@@ -664,10 +666,7 @@ def _inverse_dynamics_body(fn, q, qd, qdd):
     held = tf.stop_gradient(qd)
     with tf.GradientTape() as outer:
         outer.watch(qd)
-        with tf.GradientTape() as tape:
-            tape.watch([q, qd])
-            value = fn(q, qd)
-        grad_q, grad_qd = tape.gradient(value, [q, qd], unconnected_gradients=_ZERO)
+        grad_q, grad_qd = _gradients(fn, q, qd)
         products = tf.reduce_sum(grad_q * held) + tf.reduce_sum(grad_qd * qdd)
     rate = outer.gradient(products, qd, unconnected_gradients=_ZERO)
     return rate - grad_q
