@@ -361,7 +361,7 @@ def test_a_failed_compilation_of_a_solver_loop_is_logged_with_its_reason(monkeyp
     scheduler = object.__new__(_scheduler.RolloutScheduler)  # only what _compile reads
     scheduler._xla, scheduler._xla_function, scheduler.compilations, scheduler.ready = None, Refusing(), [], set()
     with pytest.warns(lnn.CompilationWarning, match=r"solver loop at 4 rows failed \(ValueError: the loop does not"):
-        scheduler._compile(((4, 2), (9,)), ((), ()))
+        scheduler._compile((4, 9), ((), ()))
     assert [(c.rows, c.ok, c.error) for c in scheduler.compilations] == [
         (4, False, "ValueError: the loop does not compile")
     ]

@@ -393,7 +393,8 @@ def test_odeint_adaptive_returns_tensors_equal_to_rollout():
     np.testing.assert_allclose(tensors.energy.numpy(), arrays.energy, atol=1e-12)
 
 
-def test_compiled_solves_do_not_retrace():
+def test_compiled_solves_do_not_retrace(monkeypatch):
+    monkeypatch.setattr(_scheduler, "XLA_AFTER_ITERATIONS", 0)  # XLA for every shape at once: both forms run
     system = TFPendulums()
     t = np.linspace(0.0, 1.0, 6)
     rollout(system, Q0, QD0, t, method="tsit5", rtol=1e-6, atol=1e-6)
@@ -406,15 +407,20 @@ def test_compiled_solves_do_not_retrace():
     assert solvers.tracing_count(system) == count
 
 
+def _rollout_caller(system, method="tsit5"):
+    return _engine._CACHE[system][("rollout", method, 2, tf.float64, False, False)]
+
+
 def test_a_new_shape_runs_as_a_graph_until_its_xla_form_is_compiled(monkeypatch):
     monkeypatch.setattr(_scheduler, "usable_cores", lambda: 2)  # the policy of a machine with a spare core
+    monkeypatch.setattr(_scheduler, "XLA_AFTER_ITERATIONS", 0)  # compile at the first decision
     system = TFPendulums()
     t = np.linspace(0.0, 3.0, 31)
     first = rollout(system, Q0, QD0, t, method="tsit5", rtol=1e-9, atol=1e-9)
-    caller = _engine._CACHE[system][("rollout", "tsit5", 2, tf.float64, False, False)]
+    caller = _rollout_caller(system)
     assert caller.iterations["graph"] > 0  # nobody waited for XLA
     compiled.wait()
-    assert [(c.rows, c.thread, c.ok) for c in caller.compilations] == [(3, "lnn-xla", True)]
+    assert [(c.rows, c.thread, c.ok) for c in caller.compilations] == [(4, "lnn-xla", True)]  # 3 rows padded to 4
     graph_iterations = caller.iterations["graph"]
     second = rollout(system, Q0, QD0, t, method="tsit5", rtol=1e-9, atol=1e-9)
     assert caller.iterations["graph"] == graph_iterations and caller.iterations["xla"] > 0
@@ -423,13 +429,76 @@ def test_a_new_shape_runs_as_a_graph_until_its_xla_form_is_compiled(monkeypatch)
     assert second.metadata["n_accepted"] == first.metadata["n_accepted"]
 
 
-def test_on_one_core_the_first_rollout_compiles_at_once(monkeypatch):
+def test_on_one_core_a_short_rollout_stays_a_graph_and_a_long_one_compiles_at_once(monkeypatch):
+    """XLA is compiled when the plain graph's loop iterations at a shape, this call's predicted
+    rest included, reach :func:`compile_after`: a short call never waits for a compilation, a long
+    one compiles on the caller's thread after its first chunk and runs the rest in XLA."""
     monkeypatch.setattr(_scheduler, "usable_cores", lambda: 1)
+    monkeypatch.setattr(_scheduler, "XLA_AFTER_ITERATIONS", 200)
     system = TFPendulums()
-    rollout(system, Q0, QD0, np.linspace(0.0, 1.0, 11), method="dopri5")
-    caller = _engine._CACHE[system][("rollout", "dopri5", 2, tf.float64, False, False)]
-    assert caller.iterations["graph"] == 0 and caller.iterations["xla"] > 0
-    assert [c.thread for c in caller.compilations] == ["MainThread"]
+    short = rollout(system, Q0, QD0, np.linspace(0.0, 1.0, 11), method="dopri5")
+    caller = _rollout_caller(system, "dopri5")
+    assert caller.iterations["xla"] == 0 and caller.compilations == []
+    assert sum(short.metadata["n_accepted"]) < 200  # short: the work would not repay a compilation
+    t = np.linspace(0.0, 20.0, 11)
+    long = rollout(system, Q0, QD0, t, method="dopri5", rtol=1e-10, atol=1e-10)
+    short_iterations = max(np.add(short.metadata["n_accepted"], short.metadata["n_rejected"]))
+    assert caller.iterations["graph"] == short_iterations + _scheduler.GRAPH_CHUNK  # one chunk, then XLA
+    assert caller.iterations["xla"] > 0
+    assert [(c.rows, c.thread) for c in caller.compilations] == [(4, "MainThread")]
+    graph_only = TFPendulums()
+    monkeypatch.setattr(_scheduler, "XLA_AFTER_ITERATIONS", 10**9)
+    reference = rollout(graph_only, Q0, QD0, t, method="dopri5", rtol=1e-10, atol=1e-10)
+    assert _rollout_caller(graph_only, "dopri5").iterations["xla"] == 0
+    np.testing.assert_allclose(long.q, reference.q, rtol=0, atol=1e-11)
+    assert long.metadata["n_accepted"] == reference.metadata["n_accepted"]
+
+
+def test_batch_sizes_1_to_100_compile_one_shape_per_power_of_two_with_the_same_results(monkeypatch):
+    """XLA runs a batch padded to the next power of two (the padding repeats the last trajectory and
+    is marked finished): B = 1..100 compile at most the 8 shapes 1, 2, 4, ..., 128, and a padded
+    solve gives each trajectory what the unpadded plain graph gives it."""
+    monkeypatch.setattr(_scheduler, "usable_cores", lambda: 1)
+    monkeypatch.setattr(_scheduler, "XLA_AFTER_ITERATIONS", 0)  # every shape wants XLA at once
+    system = TFPendulums()
+    rng = np.random.default_rng(5)
+    q0, qd0 = rng.uniform(-1.0, 1.0, (100, 2)), rng.normal(size=(100, 2))
+    t = np.linspace(0.0, 0.5, 3)
+    padded = {}
+    for b in range(1, 101):
+        padded[b] = rollout(system, q0[:b], qd0[:b], t, method="tsit5", rtol=1e-9, atol=1e-9)
+    caller = _rollout_caller(system)
+    rows = [c.rows for c in caller.compilations]
+    assert sorted(rows) == [1, 2, 4, 8, 16, 32, 64, 128] and all(c.ok for c in caller.compilations)
+    assert caller.iterations["graph"] == 0
+    monkeypatch.setattr(_scheduler, "XLA_AFTER_ITERATIONS", 10**9)  # a plain graph, unpadded
+    graph_system = TFPendulums()
+    for b in (3, 77, 100):
+        plain = rollout(graph_system, q0[:b], qd0[:b], t, method="tsit5", rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(padded[b].q, plain.q, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(padded[b].qdd, plain.qdd, rtol=0, atol=1e-11)
+        np.testing.assert_array_equal(padded[b].metadata["n_accepted"], plain.metadata["n_accepted"])
+    assert _rollout_caller(graph_system).compilations == []
+
+
+def test_what_is_compiled_is_the_same_on_one_core_and_on_two(monkeypatch):
+    """The decision counts loop iterations, not seconds: the same calls compile the same shapes
+    whether the compilation runs at once (one core) or on the background worker (two)."""
+    monkeypatch.setattr(_scheduler, "XLA_AFTER_ITERATIONS", 160)
+    calls = [(b, d) for b, d in [(1, 0.5), (1, 0.5), (3, 8.0), (5, 0.5), (20, 0.5), (1, 0.5), (6, 0.5)] * 2]
+    compiled_shapes = {}
+    for cores in (1, 2):
+        monkeypatch.setattr(_scheduler, "usable_cores", lambda cores=cores: cores)
+        system, rng = TFPendulums(), np.random.default_rng(6)
+        for b, duration in calls:
+            q0, qd0 = rng.uniform(-1, 1, (b, 2)), rng.normal(size=(b, 2))
+            rollout(system, q0, qd0, np.linspace(0.0, duration, 6), method="tsit5", rtol=1e-9, atol=1e-9)
+            compiled.wait()
+        caller = _rollout_caller(system)
+        compiled_shapes[cores] = sorted(caller.ready)
+        assert {c.thread for c in caller.compilations} == {"MainThread" if cores == 1 else "lnn-xla"}
+    assert compiled_shapes[1] == compiled_shapes[2]
+    assert compiled_shapes[1] and len(compiled_shapes[1]) < 4  # some shapes repaid a compilation, not all
 
 
 _COMPACT = _scheduler.RolloutScheduler._compact
@@ -447,6 +516,8 @@ def _tail_rollout(monkeypatch, *, pays):
     monkeypatch.setattr(_scheduler, "usable_cores", lambda: 1)
     monkeypatch.setattr(_scheduler, "COMPACT_MIN_BATCH", 8)
     monkeypatch.setattr(_scheduler, "XLA_CALL_SECONDS", 0.0)  # XLA calls of 8 iterations
+    # XLA for the whole batch (12 rows, padded to 16) at once, never for the smaller tails
+    monkeypatch.setattr(_scheduler, "compile_after", lambda rows: 0 if rows >= 16 else 10**9)
     if pays is None:
         monkeypatch.setattr(_scheduler.RolloutScheduler, "_compact", lambda self, *args: False)
     else:
@@ -455,7 +526,7 @@ def _tail_rollout(monkeypatch, *, pays):
     system = TFPendulums()
     q0, qd0, rtol = _spread_batch()
     result = rollout(system, q0, qd0, np.linspace(0.0, 4.0, 41), method="tsit5", rtol=rtol, atol=1e-12)
-    return result, _engine._CACHE[system][("rollout", "tsit5", 2, tf.float64, False, False)]
+    return result, _rollout_caller(system)
 
 
 def test_the_tail_of_a_batch_continues_as_a_smaller_graph_with_the_same_results(monkeypatch):

@@ -90,11 +90,11 @@ def rollout(
         Dormand–Prince 5(4), Prince–Dormand 8(7) as diffrax's ``Dopri8``, and
         Dormand–Prince 8(5,3) with DOP853's coefficients), for systems whose
         ``acceleration`` accepts TensorFlow tensors (learned models): the
-        whole solve runs in one XLA-compiled graph, every trajectory with its
-        own step size, the state in float64 (compiled once per system, method
-        and input shape, on a background thread: the first rollout of a
-        shape runs as a plain graph meanwhile; at once on a single usable
-        core). ``"rk4"``, ``"verlet"``: the fixed-step schemes of
+        whole solve runs in one TensorFlow graph, every trajectory with its
+        own step size, the state in float64; XLA compiles an input shape
+        (the batch padded to a power of two) once the steps run at it have
+        cost about what compiling it costs, on a background thread, or at
+        once on a single usable core. ``"rk4"``, ``"verlet"``: the fixed-step schemes of
         :func:`lnn.odeint.odeint` (one step per interval of ``t``, or
         ``ceil(interval / max_step)`` steps), for systems in TensorFlow.
     rtol, atol : float or array_like ``(B,)``, optional
