@@ -184,27 +184,9 @@ class RolloutScheduler:
             elif not xla and size != real:  # a plain graph takes any shape: drop the padding
                 rows = rows[:real]
                 inputs, state = _first_rows(inputs, state, real)
-            started = time.perf_counter()
-            traced = False
-            if xla:
-                end = limit if shape[0] < COMPACT_MIN_BATCH else min(done + self._xla_chunk(shape), limit)
-                state = LoopState(
-                    *self._xla(*inputs, _runtime.eager_tensor(np.asarray(end, np.int32), tf.int32), *state)
-                )
-            else:
-                if self._graph is None:
-                    traced = True
-                    self._graph = _runtime.fast_caller(self._graph_function.get_concrete_function())
-                end = min(done + GRAPH_CHUNK, limit)
-                state = LoopState(
-                    *self._graph(*inputs, _runtime.eager_tensor(np.asarray(end, np.int32), tf.int32), *state)
-                )
+            state = self._chunk(xla, shape, inputs, state, done, limit)
             status = state.status.numpy()
             now = int(state.iteration.numpy())
-            if now > done and not traced:
-                key = ("xla" if xla else "graph", *shape)
-                per_iteration = (time.perf_counter() - started) / (now - done)
-                self._cost[key] = per_iteration if key not in self._cost else 0.5 * (self._cost[key] + per_iteration)
             if not xla:
                 self._graph_iterations[shape] = self._graph_iterations.get(shape, 0) + now - done
             self.iterations["xla" if xla else "graph"] += now - done
@@ -226,6 +208,32 @@ class RolloutScheduler:
         status = np.where(over, MAX_STEPS, final.status)
         failed_at = np.where(over, final.t, final.failed_at)
         return final.out, failed_at, status, final.n_accepted, final.n_rejected, final.nfev
+
+    def _chunk(self, xla: bool, shape, inputs, state, done: int, limit: int) -> LoopState:
+        """Run the loop from iteration ``done`` for one call of the form ``xla`` (or the plain graph).
+
+        A plain-graph call runs :data:`GRAPH_CHUNK` iterations; an XLA call the
+        rest of the solve, or about :data:`XLA_CALL_SECONDS` of a large batch.
+        The seconds per iteration are kept per form and shape (the first
+        call of the plain graph, which traces it, is not timed).
+        """
+        started = time.perf_counter()
+        traced = False
+        if xla:
+            end = limit if shape[0] < COMPACT_MIN_BATCH else min(done + self._xla_chunk(shape), limit)
+            run = self._xla
+        else:
+            if self._graph is None:
+                traced = True
+                self._graph = _runtime.fast_caller(self._graph_function.get_concrete_function())
+            end, run = min(done + GRAPH_CHUNK, limit), self._graph
+        state = LoopState(*run(*inputs, _runtime.eager_tensor(np.asarray(end, np.int32), tf.int32), *state))
+        now = int(state.iteration.numpy())
+        if now > done and not traced:
+            key = ("xla" if xla else "graph", *shape)
+            per_iteration = (time.perf_counter() - started) / (now - done)
+            self._cost[key] = per_iteration if key not in self._cost else 0.5 * (self._cost[key] + per_iteration)
+        return state
 
     def _schedule(self, shape, example) -> None:
         """Compile the XLA form of ``shape``: in the background with a spare core, else at once."""
