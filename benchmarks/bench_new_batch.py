@@ -5,8 +5,9 @@ A user's plain call, ``lnn.rollout(model, q0, qd0, t)``, of the default model
 picks the compiled ``tsit5``), ``--duration`` seconds sampled at ``--samples``
 points. In a fresh process: a warm-up at B = 1 (``--warm`` calls), then for
 each of ``--batches`` (7, 64, 100, 256) the first call at that size and the
-same call twice more; then ``--loop`` calls at B = 1, timed one by one, for
-the B = 64 comparison (64 calls of B = 1 against one call of B = 64), and
+same call (the same initial states) ``--again`` times more; then the
+trajectories of the B = 64 batch one by one (``--loop`` of them), for the
+B = 64 comparison (64 calls of B = 1 against one call of B = 64), and
 the XLA compilations and the loop iterations run in each form.
 
 Each row: the policy, the batch size, the first call's wall time, the
@@ -64,19 +65,23 @@ def one_process(args) -> dict:
     t = np.linspace(0.0, args.duration, args.samples)
     rng = np.random.default_rng(args.seed)
 
-    def call(b):
-        q0, qd0 = rng.uniform(-1.0, 1.0, (b, args.n_dof)), rng.uniform(-1.0, 1.0, (b, args.n_dof))
+    n = args.n_dof
+    states = {b: (rng.uniform(-1.0, 1.0, (b, n)), rng.uniform(-1.0, 1.0, (b, n))) for b in args.batches}
+
+    def call(q0, qd0):
         start = time.perf_counter()
         lnn.rollout(model, q0, qd0, t)
         return time.perf_counter() - start
 
-    warm = [call(1) for _ in range(args.warm)]
+    warm = [call(rng.uniform(-1.0, 1.0, (1, n)), rng.uniform(-1.0, 1.0, (1, n))) for _ in range(args.warm)]
     rows = {}
-    for b in args.batches:
-        first = call(b)
-        later = [call(b) for _ in range(args.again)]
+    for b in args.batches:  # the same call again: the same initial states
+        first = call(*states[b])
+        later = [call(*states[b]) for _ in range(args.again)]
         rows[b] = {"first": first, "again": statistics.median(later), "worst_later": max(later)}
-    loop = [call(1) for _ in range(args.loop)]
+    # B = 1: the trajectories of the B = 64 batch (or of the largest) one by one
+    q_all, qd_all = states[64] if 64 in states else states[max(states)]
+    loop = [call(q_all[k : k + 1], qd_all[k : k + 1]) for k in range(min(args.loop, q_all.shape[0]))]
     scheduler = made[-1]
     return {
         "warm_first": warm[0],
