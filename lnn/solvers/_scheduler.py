@@ -62,9 +62,9 @@ def compile_after(rows: int) -> int:
     A rule of ski rental: rent (run the plain graph) until the rent paid
     equals the price of buying (XLA's compilation of the solve, 1.5-2.5 s
     for the default 2- and 7-DOF models on one core), then buy; whatever
-    the calls to come, that costs at most twice what the best choice in
-    hindsight costs. The plain graph's excess over XLA per loop iteration is
-    TensorFlow's per-operation dispatch, about 2-3 ms at 1-64 rows for
+    the calls to come, that costs about twice what the best choice in
+    hindsight costs at most. The plain graph's excess over XLA per loop iteration is
+    TensorFlow's per-operation dispatch, about 1.5-3.5 ms at 1-64 rows for
     those models, plus arithmetic that XLA fuses, which grows with the rows
     (10-12 ms at 256): hence :data:`XLA_AFTER_ITERATIONS` iterations at a
     few rows, half as many at :data:`XLA_OVERHEAD_ROWS` rows. Both the
