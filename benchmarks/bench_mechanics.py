@@ -79,16 +79,23 @@ def median_times(calls: dict, *, budget: float, min_rounds: int = 5, max_rounds:
     """Median wall time of each ``calls[name]()``, timed round-robin.
 
     Two warm-up calls each (tracing, XLA compilation); then rounds of one
-    call per method until ``budget`` seconds per method have passed.
+    call per method until ``budget`` seconds per method have passed. A
+    method whose first call raises is left out of the table, and the reason
+    printed: the others are still timed.
     """
-    slow = {}
+    slow, failed = {}, set()
     for name, fn in calls.items():
-        fn()
+        try:
+            fn()
+        except Exception as exc:  # e.g. TensorFlow: no gradient for an op that XLA's context emitted
+            print(f"  {name}: not timed, its first call raised {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
+            failed.add(name)
+            continue
         t0 = time.perf_counter()
         fn()
         if time.perf_counter() - t0 > SLOW:
             slow[name] = fn
-    calls = {name: fn for name, fn in calls.items() if name not in slow}
+    calls = {name: fn for name, fn in calls.items() if name not in slow and name not in failed}
     times = {name: [] for name in calls}
     start = time.perf_counter()
     rounds = 0
