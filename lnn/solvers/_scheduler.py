@@ -168,10 +168,10 @@ class RolloutScheduler:
                 rows = running if rows is None else rows[running]
                 real = rows.size
                 inputs, state = gather_rows(full_inputs, full_state, rows)
+                status = state.status.numpy()
             shape = (bucket(real), samples)
             if shape not in self._scheduled:
-                now_running = state.status.numpy()[:real] == RUNNING
-                rest = _predicted_rest(state.t.numpy()[:real][now_running], span, done, limit)
+                rest = _predicted_rest(state.t.numpy()[:real][status[:real] == RUNNING], span, done, limit)
                 if self._graph_iterations.get(shape, 0) + rest >= compile_after(shape[0]):
                     self._schedule(shape, _padded(full_inputs, full_state, rows, real, state))
             xla = shape in self.ready
@@ -179,8 +179,7 @@ class RolloutScheduler:
             if xla and size != shape[0]:  # pad to the compiled shape
                 full_state = _restore(full_state, rows, real, state)
                 rows = _pad_index(rows, real, shape[0])
-                inputs, state = gather_rows(full_inputs, full_state, rows)
-                state = _mark_padding(state, real)
+                inputs, state = _gather_padded(full_inputs, full_state, rows, real)
             elif not xla and size != real:  # a plain graph takes any shape: drop the padding
                 rows = rows[:real]
                 inputs, state = _first_rows(inputs, state, real)
@@ -300,7 +299,7 @@ def _restore(full, rows, real: int, part):
     if rows is None:
         return part
     if int(part.status.shape[0]) != real:
-        part = LoopState(*(x[:real] if x.shape.rank else x for x in part))
+        part = _cut(part, real)
     return scatter_rows(full, rows[:real], part)
 
 
@@ -319,9 +318,20 @@ def _mark_padding(state, real: int):
 
 def _first_rows(inputs, state, real: int):
     """The solve's inputs and loop state cut to their first ``real`` rows (the padding dropped)."""
-    per_row = {0, 2, 3} if len(inputs) == 5 else {0, 2, 3, 4}
+    per_row = _per_row(inputs)
     inputs = [x[:real] if k in per_row else x for k, x in enumerate(inputs)]
-    return inputs, LoopState(*(x[:real] if x.shape.rank else x for x in state))
+    return inputs, _cut(state, real)
+
+
+def _cut(state, real: int):
+    """The loop state's first ``real`` rows (the counters, without a batch axis, as they are)."""
+    return LoopState(*(x[:real] if x.shape.rank else x for x in state))
+
+
+def _gather_padded(full_inputs, full_state, index, real: int):
+    """The rows ``index`` (``real`` trajectories, then padding) of the solve, the padding marked finished."""
+    inputs, state = gather_rows(full_inputs, full_state, index)
+    return inputs, _mark_padding(state, real)
 
 
 def _padded(full_inputs, full_state, rows, real: int, state):
@@ -329,9 +339,7 @@ def _padded(full_inputs, full_state, rows, real: int, state):
     size = bucket(real)
     if rows is None and size == real:
         return full_inputs, state
-    index = _pad_index(rows, real, size)
-    inputs, padded = gather_rows(full_inputs, _restore(full_state, rows, real, state), index)
-    return inputs, _mark_padding(padded, real)
+    return _gather_padded(full_inputs, _restore(full_state, rows, real, state), _pad_index(rows, real, size), real)
 
 
 def bucket(rows: int) -> int:
@@ -339,11 +347,15 @@ def bucket(rows: int) -> int:
     return 1 << max(int(rows) - 1, 0).bit_length()
 
 
+def _per_row(inputs) -> set[int]:
+    """Which of the solve's inputs have a batch axis: y0, [tau,] rtol, atol (t and max_step are shared)."""
+    return {0, 2, 3} if len(inputs) == 5 else {0, 2, 3, 4}
+
+
 def gather_rows(inputs, state, rows):
     """The solve's inputs and loop state restricted to the trajectories ``rows``."""
     index = tf.constant(rows, tf.int32)
-    # y0, [tau,] rtol, atol are per trajectory; t and max_step are shared.
-    per_row = {0, 2, 3} if len(inputs) == 5 else {0, 2, 3, 4}
+    per_row = _per_row(inputs)
     inputs = [tf.gather(x, index) if k in per_row else x for k, x in enumerate(inputs)]
     # Every entry of the loop state with a batch axis (all but the iteration and nfev counters).
     state = LoopState(*(tf.gather(x, index) if x.shape.rank else x for x in state))
